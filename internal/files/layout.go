@@ -1,0 +1,107 @@
+// Package files owns the data directory's layout and every mapping between
+// sandbox paths and host paths.
+package files
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+)
+
+// Layout names the places under a data directory:
+//
+//	<root>/nekro.db                       SQLite: KV, chats, messages, runs
+//	<root>/plugins/<author>.<module>/     a plugin's private directory
+//	<root>/uploads/<chat>/                a chat's uploads  -> /app/uploads (ro)
+//	<root>/sandboxes/<container_key>/     a sandbox's shared -> /app/shared (rw)
+//	<root>/runs/<run_id>/                 a run's socket and stubs -> /app/.nekro (ro)
+type Layout struct {
+	Root string // absolute
+}
+
+// NewLayout returns the layout of the data directory dir, made absolute.
+func NewLayout(dir string) (Layout, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return Layout{}, fmt.Errorf("data dir %s: %w", dir, err)
+	}
+	return Layout{Root: abs}, nil
+}
+
+// Database is the path of the embedded SQLite database.
+func (l Layout) Database() string { return filepath.Join(l.Root, "nekro.db") }
+
+// PluginDir is the private directory of the plugin with the given key.
+func (l Layout) PluginDir(pluginKey string) string {
+	return filepath.Join(l.Root, "plugins", pluginKey)
+}
+
+// UploadsDir is the host directory seen as /app/uploads by chatKey's runs.
+func (l Layout) UploadsDir(chatKey string) string {
+	return filepath.Join(l.Root, "uploads", SanitizeChatKey(chatKey))
+}
+
+// SharedDir is the host directory seen as /app/shared by the sandbox.
+func (l Layout) SharedDir(containerKey string) string {
+	return filepath.Join(l.Root, "sandboxes", containerKey)
+}
+
+// RunsDir holds one directory per running sandbox run.
+func (l Layout) RunsDir() string { return filepath.Join(l.Root, "runs") }
+
+// MaxChatKeyLen is the longest chat or user key accepted (the reference's
+// VARCHAR(256) columns).
+const MaxChatKeyLen = 256
+
+// ValidateKey checks a chat or user key: non-empty, at most 256 bytes of
+// UTF-8 without control characters.
+func ValidateKey(kind, key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%s key is empty", kind)
+	case len(key) > MaxChatKeyLen:
+		return fmt.Errorf("%s key is %d bytes, over the limit of %d", kind, len(key), MaxChatKeyLen)
+	case !utf8.ValidString(key):
+		return fmt.Errorf("%s key %q is not valid UTF-8", kind, key)
+	case strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return fmt.Errorf("%s key %q contains control characters", kind, key)
+	}
+	return nil
+}
+
+// SanitizeChatKey turns a chat key into a directory name: the one rule used
+// for every path. Characters outside [A-Za-z0-9_.-] become "_". Because
+// that is lossy ("a:b" and "a_b" would collide) and because "." and ".."
+// are not safe names, any key that had to change, starts with "." or is
+// long gets a hash of the original appended, so distinct keys never share
+// a directory.
+func SanitizeChatKey(chatKey string) string {
+	var b strings.Builder
+	for _, r := range chatKey {
+		if r < utf8.RuneSelf && (r == '_' || r == '.' || r == '-' ||
+			'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	s := b.String()
+	if s == chatKey && s != "" && !strings.HasPrefix(s, ".") && len(s) <= 64 {
+		return s
+	}
+	sum := sha256.Sum256([]byte(chatKey))
+	s = strings.TrimLeft(s, ".")
+	if len(s) > 48 {
+		s = s[:48]
+	}
+	if s == "" {
+		s = "chat"
+	}
+	return s + "-" + hex.EncodeToString(sum[:6])
+}
+
+// ContainerKey is the sandbox key of a chat: "sandbox_" + its sanitized key.
+func ContainerKey(chatKey string) string { return "sandbox_" + SanitizeChatKey(chatKey) }

@@ -1,0 +1,173 @@
+// Package plugin is the SDK for nekro plugin authors.
+//
+// A plugin is a Go value built and registered in an init function, the way
+// database/sql drivers are:
+//
+//	var p = plugin.New(plugin.Meta{
+//		Name: "Calculator", ModuleName: "calc", Author: "alice",
+//		Version: "1.0.0", Description: "Arithmetic for the AI", URL: "https://example.org",
+//	})
+//
+//	type SumArgs struct {
+//		Num1 int `json:"num1" doc:"the first addend"`
+//		Num2 int `json:"num2" doc:"the second addend"`
+//	}
+//
+//	func init() {
+//		plugin.MountSandboxMethod(p, plugin.Method{
+//			Type: plugin.Tool, Name: "my_sum_function",
+//			Description: "Adds two integers.",
+//			Doc: "Add two integers.\n\nArgs:\n    num1 (int): ...",
+//		}, func(ctx *plugin.Ctx, a SumArgs) (int, error) { return a.Num1 + a.Num2, nil })
+//		plugin.Register(p)
+//	}
+//
+// The AI's Python code then calls my_sum_function(2, 3) inside its sandbox;
+// the call crosses the run's private socket, the arguments are checked
+// against SumArgs, and the method runs in the host process.
+//
+// # Lifecycle
+//
+// A plugin lives through these steps, in order:
+//
+//  1. init(): plugin.New, MountSandboxMethod, the On* hooks and Register.
+//     This step does no I/O: mistakes (bad names, bad types) panic here,
+//     so they surface when the binary starts, not when the AI calls.
+//  2. OnInit hooks run once the host's store and data directory are ready,
+//     before the first sandbox run. A failing init disables only that plugin
+//     (its cleanup still runs) and the reason is logged.
+//  3. Sandbox methods are called, each with a *Ctx bound to one run.
+//  4. OnChannelReset hooks run when a chat is reset.
+//  5. OnCleanup hooks run at shutdown, also after a failed init.
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"sync"
+)
+
+// Meta describes a plugin. Its key, Author + "." + ModuleName, names the
+// plugin everywhere: in the enabled list, the KV store and the data
+// directory (data/plugins/<key>/).
+type Meta struct {
+	Name        string // display name
+	ModuleName  string // letters, digits and _, not starting with a digit
+	Author      string // same rule as ModuleName
+	Version     string
+	Description string
+	URL         string
+}
+
+// Key returns the plugin's unique key, "author.module_name".
+func (m Meta) Key() string { return m.Author + "." + m.ModuleName }
+
+// Hook functions the host calls at points of a plugin's life.
+type (
+	// InitFunc runs once after the store and data directory are ready.
+	InitFunc func(ctx context.Context) error
+	// CleanupFunc runs at shutdown, and after a failed init.
+	CleanupFunc func(ctx context.Context) error
+	// ChannelResetFunc runs when the chat chatKey is reset.
+	ChannelResetFunc func(ctx context.Context, chatKey string) error
+)
+
+// Plugin is one registered plugin: its metadata, sandbox methods and hooks.
+// Build it with New; it is safe for concurrent use once registered.
+type Plugin struct {
+	meta    Meta
+	methods []*MethodInfo
+
+	onInit         []InitFunc
+	onCleanup      []CleanupFunc
+	onChannelReset []ChannelResetFunc
+
+	mu   sync.RWMutex
+	host HostServices // set by the runtime before init hooks run
+}
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// New validates meta and returns a plugin ready for methods and hooks.
+// It panics when ModuleName or Author is not a valid identifier.
+func New(meta Meta) *Plugin {
+	if !identRE.MatchString(meta.ModuleName) {
+		panic(fmt.Sprintf("plugin: module name %q must be letters, digits and _, not starting with a digit", meta.ModuleName))
+	}
+	if !identRE.MatchString(meta.Author) {
+		panic(fmt.Sprintf("plugin %s: author %q must be letters, digits and _, not starting with a digit", meta.ModuleName, meta.Author))
+	}
+	if meta.Name == "" {
+		meta.Name = meta.ModuleName
+	}
+	return &Plugin{meta: meta}
+}
+
+// Meta returns the plugin's metadata.
+func (p *Plugin) Meta() Meta { return p.meta }
+
+// Key returns "author.module_name".
+func (p *Plugin) Key() string { return p.meta.Key() }
+
+// Methods returns the plugin's sandbox methods in the order they were mounted.
+func (p *Plugin) Methods() []*MethodInfo { return slices.Clone(p.methods) }
+
+// OnInit adds a hook run once before the first sandbox run.
+func (p *Plugin) OnInit(f InitFunc) { p.onInit = append(p.onInit, f) }
+
+// OnCleanup adds a hook run at shutdown.
+func (p *Plugin) OnCleanup(f CleanupFunc) { p.onCleanup = append(p.onCleanup, f) }
+
+// OnChannelReset adds a hook run when a chat is reset.
+func (p *Plugin) OnChannelReset(f ChannelResetFunc) { p.onChannelReset = append(p.onChannelReset, f) }
+
+// Hooks returns the plugin's lifecycle hooks, for the runtime.
+func (p *Plugin) Hooks() (init []InitFunc, cleanup []CleanupFunc, reset []ChannelResetFunc) {
+	return slices.Clone(p.onInit), slices.Clone(p.onCleanup), slices.Clone(p.onChannelReset)
+}
+
+// The registry of compiled-in plugins: the only global state of nekro.
+var (
+	registryMu sync.RWMutex
+	registry   = map[string]*Plugin{}
+)
+
+// Register makes p available to the runtime. Call it from init().
+// It panics on a nil plugin or a key already registered.
+func Register(p *Plugin) {
+	if p == nil {
+		panic("plugin: Register of a nil plugin")
+	}
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := registry[p.Key()]; dup {
+		panic(fmt.Sprintf("plugin: Register called twice for plugin %s", p.Key()))
+	}
+	registry[p.Key()] = p
+}
+
+// Registered returns every registered plugin, sorted by key.
+func Registered() []*Plugin {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	out := make([]*Plugin, 0, len(registry))
+	for _, p := range registry {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
+	return out
+}
+
+// Lookup returns the registered plugin with the given key.
+func Lookup(key string) (*Plugin, error) {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	p, ok := registry[key]
+	if !ok {
+		return nil, fmt.Errorf("unknown plugin %s (not compiled in? import it in plugins/all)", key)
+	}
+	return p, nil
+}
