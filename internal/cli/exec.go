@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nekro-go/nekro/internal/runtime"
+	"github.com/nekro-go/nekro/internal/sandbox"
+)
+
+func init() { subcommands = append(subcommands, newExecCmd) }
+
+func newExecCmd(g *globals) *cobra.Command {
+	var (
+		chat, user string
+		uploads    []string
+		timeout    time.Duration
+		asJSON     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "exec --chat CHAT [--user USER] [--upload FILE]... FILE.py|-",
+		Short: "Run Python code in a chat's sandbox with every plugin's methods",
+		Long: `Run Python code in a chat's sandbox, as the AI's code runs, with every
+enabled plugin's sandbox methods callable, and print what it printed.
+
+The exit status is 0 when the code ends normally, else its stop type:
+1 ERROR, 2 TIMEOUT, 8 AGENT, 9 MANUAL, 11 MULTIMODAL_AGENT.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var code []byte
+			var err error
+			if args[0] == "-" {
+				code, err = io.ReadAll(cmd.InOrStdin())
+			} else {
+				code, err = os.ReadFile(args[0])
+			}
+			if err != nil {
+				return fmt.Errorf("read code: %w", err)
+			}
+			ctx := cmd.Context()
+			rt, err := runtime.Open(ctx, g.config())
+			if err != nil {
+				return err
+			}
+			defer rt.Close(ctx)
+			for _, u := range uploads {
+				if _, err := rt.ImportUpload(chat, u); err != nil {
+					return err
+				}
+			}
+			res, err := rt.Exec(ctx, runtime.ExecRequest{
+				ChatKey: chat, UserID: user, Code: string(code),
+				Limits: sandbox.Limits{Timeout: timeout},
+			})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(res); err != nil {
+					return err
+				}
+			} else {
+				io.WriteString(out, res.Output)
+				if res.Note != "" {
+					fmt.Fprintf(cmd.ErrOrStderr(), "nekro: %s: %s\n", res.StopType, res.Note)
+				}
+			}
+			if res.StopType != sandbox.Normal {
+				return &ExitError{Code: int(res.StopType)}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&chat, "chat", "", "chat key the run answers (required)")
+	cmd.Flags().StringVar(&user, "user", "", "user id whose message started the run")
+	cmd.Flags().StringArrayVar(&uploads, "upload", nil, "copy FILE into the chat's uploads first (/app/uploads/<name>); repeatable")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "wall-clock limit of the run (default 60s)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {stop_type, exit_code, output, duration_ms, calls} as JSON")
+	cmd.MarkFlagRequired("chat")
+	return cmd
+}

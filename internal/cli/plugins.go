@@ -1,0 +1,43 @@
+package cli
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nekro-go/nekro/internal/registry"
+	"github.com/nekro-go/nekro/plugin"
+)
+
+func init() { subcommands = append(subcommands, newPluginsCmd) }
+
+func newPluginsCmd(g *globals) *cobra.Command {
+	var prompt bool
+	cmd := &cobra.Command{
+		Use:   "plugins",
+		Short: "List the compiled-in plugins and their sandbox methods",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			reg, err := registry.New(plugin.Registered(), g.logger())
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if prompt {
+				fmt.Fprint(out, reg.RenderMethods())
+				return nil
+			}
+			tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+			for _, p := range reg.Plugins() {
+				m := p.Meta()
+				fmt.Fprintf(tw, "%s\t%s %s\t%s\n", p.Key(), m.Name, m.Version, m.Description)
+				for _, mi := range p.Methods() {
+					fmt.Fprintf(tw, "  %s\t%s\t%s\n", mi.Type, registry.Signature(mi), mi.Description)
+				}
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&prompt, "prompt", false, "print the method docs exactly as the AI reads them")
+	return cmd
+}

@@ -1,0 +1,86 @@
+// Package cli implements the nekro command line. Each subcommand lives in
+// its own file and only parses flags and calls the runtime.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nekro-go/nekro/internal/runtime"
+)
+
+// globals are the flags every subcommand shares.
+type globals struct {
+	dataDir  string
+	python   string
+	logLevel string
+}
+
+// ExitError asks Main to exit with Code after printing nothing more.
+type ExitError struct{ Code int }
+
+func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+// commands added by other files of this package.
+var subcommands []func(g *globals) *cobra.Command
+
+// NewRoot returns the nekro root command.
+func NewRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "nekro",
+		Short:         "nekro: a self-hosted runtime for AI-agent plugins",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.dataDir, "data", envOr("NEKRO_DATA_DIR", "data"), "data directory (env NEKRO_DATA_DIR)")
+	root.PersistentFlags().StringVar(&g.python, "python", envOr("NEKRO_PYTHON", "/usr/bin/python3"), "Python interpreter inside the sandbox (env NEKRO_PYTHON)")
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", envOr("NEKRO_LOG_LEVEL", "warn"), "debug, info, warn or error (env NEKRO_LOG_LEVEL)")
+	for _, sub := range subcommands {
+		root.AddCommand(sub(g))
+	}
+	return root
+}
+
+// Main runs the CLI with os.Args and exits.
+func Main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := NewRoot().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		var exit *ExitError
+		if errors.As(err, &exit) {
+			os.Exit(exit.Code)
+		}
+		fmt.Fprintln(os.Stderr, "nekro:", err)
+		os.Exit(1)
+	}
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func (g *globals) logger() *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(strings.ToUpper(g.logLevel))); err != nil {
+		level = slog.LevelWarn
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// config returns the runtime configuration from the shared flags.
+func (g *globals) config() runtime.Config {
+	return runtime.Config{DataDir: g.dataDir, Python: g.python, Log: g.logger()}
+}

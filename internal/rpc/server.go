@@ -1,0 +1,344 @@
+// Package rpc serves one sandbox run's method calls over its own Unix
+// socket.
+//
+// Identity is the socket: the server is created for one run with that run's
+// chat, user, container key and callable methods, and nothing in a request
+// can change them. The wire format is newline-delimited JSON:
+//
+//	request:  {"id":1,"method":"my_sum_function","args":{"num1":2,"num2":3}}
+//	response: {"id":1,"result":5}
+//	      or: {"id":1,"error":{"type":"argument","message":"..."}}
+//
+// Error types: "argument" (a wrong or missing argument; raised as TypeError
+// in Python), "plugin" (the method's own error; raised as PluginError), and
+// host errors raised as NekroError: "unknown_method", "bad_request",
+// "too_large", "timeout", "panic", "run_ended".
+package rpc
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/nekro-go/nekro/plugin"
+)
+
+// Defaults.
+const (
+	DefaultMaxRequest  = 16 << 20
+	DefaultCallTimeout = 60 * time.Second
+)
+
+// Methods resolves a Python name to a method the run may call.
+type Methods interface {
+	Method(name string) (*plugin.MethodInfo, error)
+}
+
+// Config configures a run's server.
+type Config struct {
+	Env         *plugin.RunEnv // the run's identity and services
+	Methods     Methods        // checked on every call (only enabled plugins answer)
+	MaxRequest  int            // bytes per request line; default 16 MiB
+	CallTimeout time.Duration  // per call unless the method sets its own; default 60 s
+	Log         *slog.Logger
+	// OnResult, if set, is called after each successful call, in call order,
+	// with the method and its encoded result (e.g. to record BEHAVIOR
+	// results as system messages as they happen).
+	OnResult func(m *plugin.MethodInfo, result json.RawMessage)
+}
+
+// Call records one method call of the run.
+type Call struct {
+	Method   string        `json:"method"`
+	Duration time.Duration `json:"-"`
+	Micros   int64         `json:"duration_us"`
+	Error    string        `json:"error,omitempty"`
+}
+
+// Ending is the call that ended the run: an AGENT or MULTIMODAL_AGENT method.
+type Ending struct {
+	Method string
+	Type   plugin.MethodType
+	Result json.RawMessage // a JSON string (AGENT) or a list of content parts
+}
+
+// Server is one run's RPC server.
+type Server struct {
+	cfg  Config
+	ln   net.Listener
+	ctx  context.Context // cancelled by Close: ends the run's calls
+	stop context.CancelFunc
+
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	calls []Call
+	end   *Ending
+}
+
+// Listen creates the socket at path (mode 0666, so the sandbox user can
+// connect) and starts serving.
+func Listen(ctx context.Context, path string, cfg Config) (*Server, error) {
+	if cfg.MaxRequest <= 0 {
+		cfg.MaxRequest = DefaultMaxRequest
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("rpc listen %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("rpc socket permissions: %w", err)
+	}
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s := &Server{cfg: cfg, ln: ln, ctx: sctx, stop: stop, conns: map[net.Conn]struct{}{}}
+	// The run's context ends the calls too.
+	context.AfterFunc(ctx, stop)
+	s.wg.Add(1)
+	go s.accept()
+	return s, nil
+}
+
+func (s *Server) accept() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.serveConn(c)
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+			c.Close()
+		}()
+	}
+}
+
+// Close stops accepting, cancels calls in flight and waits for the
+// connections to finish. Plugin methods that ignore their context may
+// still be running; their results are dropped.
+func (s *Server) Close() error {
+	s.stop()
+	err := s.ln.Close()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return err
+}
+
+// Calls returns the calls made so far, in order.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Call(nil), s.calls...)
+}
+
+// Ending returns the AGENT or MULTIMODAL_AGENT call that ended the run, or nil.
+func (s *Server) Ending() *Ending {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.end
+}
+
+type request struct {
+	ID     json.RawMessage            `json:"id"`
+	Method string                     `json:"method"`
+	Args   map[string]json.RawMessage `json:"args"`
+}
+
+type rpcError struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+type response struct {
+	ID     json.RawMessage `json:"id"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *rpcError       `json:"error,omitempty"`
+}
+
+var errTooLarge = errors.New("request too large")
+
+// readLine reads one newline-terminated line of at most max bytes. An
+// oversized line is consumed and errTooLarge returned, so the connection
+// stays usable.
+func readLine(r *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	tooLarge := false
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if !tooLarge {
+			if len(line)+len(chunk) > max+1 {
+				tooLarge = true
+				line = nil
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		switch {
+		case err == nil:
+			if tooLarge {
+				return nil, errTooLarge
+			}
+			return line, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		default:
+			if len(line) > 0 && err == io.EOF && !tooLarge {
+				return line, nil
+			}
+			return nil, err
+		}
+	}
+}
+
+func (s *Server) serveConn(c net.Conn) {
+	r := bufio.NewReaderSize(c, 64<<10)
+	w := bufio.NewWriterSize(c, 64<<10)
+	for {
+		line, err := readLine(r, s.cfg.MaxRequest)
+		var resp response
+		switch {
+		case errors.Is(err, errTooLarge):
+			resp.Error = &rpcError{"too_large", fmt.Sprintf("request larger than the %d MiB limit", s.cfg.MaxRequest>>20)}
+			resp.ID = json.RawMessage("null")
+		case err != nil:
+			return
+		default:
+			resp = s.handle(line)
+		}
+		b, err := json.Marshal(resp)
+		if err != nil {
+			b, _ = json.Marshal(response{ID: resp.ID, Error: &rpcError{"bad_request", "result cannot be encoded: " + err.Error()}})
+		}
+		w.Write(b)
+		w.WriteByte('\n')
+		if err := w.Flush(); err != nil {
+			return
+		}
+	}
+}
+
+func (s *Server) handle(line []byte) response {
+	var req request
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if err := dec.Decode(&req); err != nil {
+		return response{ID: json.RawMessage("null"), Error: &rpcError{"bad_request", "malformed request: " + err.Error()}}
+	}
+	if req.ID == nil {
+		req.ID = json.RawMessage("null")
+	}
+	resp := response{ID: req.ID}
+	start := time.Now()
+	result, m, rerr := s.call(req)
+	d := time.Since(start)
+	call := Call{Method: req.Method, Duration: d, Micros: d.Microseconds()}
+	if rerr != nil {
+		call.Error = rerr.Message
+		resp.Error = rerr
+	} else {
+		resp.Result = result
+	}
+	s.mu.Lock()
+	s.calls = append(s.calls, call)
+	s.mu.Unlock()
+	if rerr == nil && s.cfg.OnResult != nil {
+		s.cfg.OnResult(m, result)
+	}
+	return resp
+}
+
+func (s *Server) call(req request) (json.RawMessage, *plugin.MethodInfo, *rpcError) {
+	if req.Method == "" {
+		return nil, nil, &rpcError{"bad_request", "request names no method"}
+	}
+	m, err := s.cfg.Methods.Method(req.Method)
+	if err != nil {
+		return nil, nil, &rpcError{"unknown_method", fmt.Sprintf("%s(): %v (not provided by any enabled plugin)", req.Method, err)}
+	}
+	s.mu.Lock()
+	ended := s.end
+	s.mu.Unlock()
+	if ended != nil {
+		return nil, m, &rpcError{"run_ended", fmt.Sprintf("%s(): the run already ended with agent method %s", req.Method, ended.Method)}
+	}
+	timeout := s.cfg.CallTimeout
+	if m.Timeout > 0 {
+		timeout = m.Timeout
+	}
+	cctx, cancel := context.WithTimeout(s.ctx, timeout)
+	defer cancel()
+	type outcome struct {
+		result json.RawMessage
+		err    error
+		panic  any
+		stack  []byte
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				done <- outcome{panic: v, stack: debug.Stack()}
+			}
+		}()
+		res, err := m.Call(plugin.NewCtx(cctx, m.Plugin(), s.cfg.Env), req.Args)
+		done <- outcome{result: res, err: err}
+	}()
+	var o outcome
+	select {
+	case o = <-done:
+	case <-cctx.Done():
+		if s.ctx.Err() != nil {
+			return nil, m, &rpcError{"run_ended", fmt.Sprintf("%s(): the run ended before the method answered", req.Method)}
+		}
+		s.cfg.Log.Warn("plugin method overran its deadline", "plugin", m.Plugin().Key(), "method", m.Name, "timeout", timeout)
+		return nil, m, &rpcError{"timeout", fmt.Sprintf("%s(): the method did not answer within %s", req.Method, timeout)}
+	}
+	if o.panic != nil {
+		s.cfg.Log.Error("plugin method panicked", "plugin", m.Plugin().Key(), "method", m.Name, "panic", o.panic, "stack", string(o.stack))
+		return nil, m, &rpcError{"panic", fmt.Sprintf("%s(): the plugin method failed with an internal error (panic: %v)", req.Method, o.panic)}
+	}
+	if o.err != nil {
+		var ae *plugin.ArgumentError
+		if errors.As(o.err, &ae) {
+			return nil, m, &rpcError{"argument", ae.Error()}
+		}
+		return nil, m, &rpcError{"plugin", o.err.Error()}
+	}
+	if m.Type.EndsRun() {
+		s.mu.Lock()
+		if s.end != nil {
+			s.mu.Unlock()
+			return nil, m, &rpcError{"run_ended", fmt.Sprintf("%s(): the run already ended with agent method %s", req.Method, s.end.Method)}
+		}
+		s.end = &Ending{Method: m.Name, Type: m.Type, Result: o.result}
+		s.mu.Unlock()
+	}
+	return o.result, m, nil
+}

@@ -1,0 +1,221 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nekro-go/nekro/internal/files"
+	"github.com/nekro-go/nekro/internal/rpc"
+	"github.com/nekro-go/nekro/internal/sandbox"
+	"github.com/nekro-go/nekro/internal/sandbox/stub"
+	"github.com/nekro-go/nekro/plugin"
+)
+
+// ExecRequest is one run of code in a chat's sandbox.
+type ExecRequest struct {
+	ChatKey string
+	UserID  string // may be empty (e.g. a timer); user-scoped calls then fail clearly
+	Code    string
+	// Limits override the runtime's for this run (zero fields keep them).
+	Limits sandbox.Limits
+	// OnResult is called after each successful method call, in order.
+	OnResult func(m *plugin.MethodInfo, result json.RawMessage)
+}
+
+// ExecResult is what a run produced. Its JSON form is what `nekro exec
+// --json` prints.
+type ExecResult struct {
+	RunID      string           `json:"run_id"`
+	ChatKey    string           `json:"chat_key"`
+	StopType   sandbox.StopType `json:"stop_type"`
+	ExitCode   int              `json:"exit_code"`
+	Output     string           `json:"output"`
+	DurationMS int64            `json:"duration_ms"`
+	Calls      []rpc.Call       `json:"calls"`
+	// Note explains the stop type when the output alone would not.
+	Note string `json:"note,omitempty"`
+	// AgentResult is the result of the AGENT or MULTIMODAL_AGENT call that
+	// ended the run: a JSON string or a list of content parts.
+	AgentMethod string          `json:"agent_method,omitempty"`
+	AgentResult json.RawMessage `json:"agent_result,omitempty"`
+
+	Duration time.Duration `json:"-"`
+}
+
+func (rt *Runtime) limits(override sandbox.Limits) sandbox.Limits {
+	l := rt.cfg.Limits
+	if override.Timeout > 0 {
+		l.Timeout = override.Timeout
+	}
+	if override.OutputBytes > 0 {
+		l.OutputBytes = override.OutputBytes
+	}
+	if override.MemoryBytes > 0 {
+		l.MemoryBytes = override.MemoryBytes
+	}
+	if override.Network {
+		l.Network = true
+	}
+	return l
+}
+
+// Exec runs code in the chat's sandbox with every enabled plugin's methods
+// callable, and waits for it to end. An error means the run could not
+// happen; what the code did (even crashing) is in the result.
+func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error) {
+	if err := files.ValidateKey("chat", req.ChatKey); err != nil {
+		return nil, err
+	}
+	if req.UserID != "" {
+		if err := files.ValidateKey("user", req.UserID); err != nil {
+			return nil, err
+		}
+	}
+	select {
+	case rt.runSlots <- struct{}{}:
+		defer func() { <-rt.runSlots }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for a free sandbox slot: %w", ctx.Err())
+	}
+
+	containerKey := files.ContainerKey(req.ChatKey)
+	uploads, shared, err := rt.ensureChatDirs(req.ChatKey, containerKey)
+	if err != nil {
+		return nil, err
+	}
+	runID := newRunID()
+	runDir := filepath.Join(rt.layout.RunsDir(), runID)
+	if err := os.Mkdir(runDir, 0o755); err != nil {
+		return nil, fmt.Errorf("run dir: %w", err)
+	}
+	defer os.RemoveAll(runDir)
+
+	methods := rt.registry.Methods()
+	apiCaller, err := stub.APICaller(methods)
+	if err != nil {
+		return nil, err
+	}
+	runJSON, _ := json.Marshal(map[string]string{"chat_key": req.ChatKey})
+	for name, content := range map[string][]byte{
+		"boot.py":       stub.Boot(),
+		"api_caller.py": apiCaller,
+		"main.py":       []byte(req.Code),
+		"run.json":      runJSON,
+	} {
+		if err := os.WriteFile(filepath.Join(runDir, name), content, 0o644); err != nil {
+			return nil, fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+
+	env := &plugin.RunEnv{RunInfo: plugin.RunInfo{
+		RunID: runID, ChatKey: req.ChatKey, UserID: req.UserID, ContainerKey: containerKey,
+	}}
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
+	srv, err := rpc.Listen(runCtx, filepath.Join(runDir, "rpc.sock"), rpc.Config{
+		Env:         env,
+		Methods:     runMethods{rt: rt, allowed: methods},
+		CallTimeout: rt.cfg.CallTimeout,
+		Log:         rt.log.With("run", runID, "chat", req.ChatKey),
+		OnResult:    req.OnResult,
+	})
+	if err != nil {
+		return nil, err
+	}
+	outcome, err := rt.runner.Run(ctx, sandbox.Spec{
+		RunDir: runDir, SharedDir: shared, UploadsDir: uploads, Limits: rt.limits(req.Limits),
+	})
+	cancelRun()
+	srv.Close()
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", runID, err)
+	}
+	res := &ExecResult{
+		RunID: runID, ChatKey: req.ChatKey, ExitCode: outcome.ExitCode, Output: outcome.Output,
+		Duration: outcome.Duration, DurationMS: outcome.Duration.Milliseconds(), Calls: srv.Calls(),
+	}
+	if res.Calls == nil {
+		res.Calls = []rpc.Call{}
+	}
+	var endType plugin.MethodType
+	if e := srv.Ending(); e != nil {
+		endType = e.Type
+		res.AgentMethod, res.AgentResult = e.Method, e.Result
+	}
+	res.StopType, res.Note = sandbox.DecideStop(outcome, endType)
+	rt.log.Debug("run finished", "run", runID, "chat", req.ChatKey, "stop", res.StopType, "exit", res.ExitCode,
+		"duration", outcome.Duration, "calls", len(res.Calls))
+	return res, nil
+}
+
+// runMethods limits a run to the methods it was given at start, and only
+// while their plugin stays enabled.
+type runMethods struct {
+	rt      *Runtime
+	allowed []*plugin.MethodInfo
+}
+
+func (r runMethods) Method(name string) (*plugin.MethodInfo, error) {
+	m, err := r.rt.registry.Method(name)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range r.allowed {
+		if a == m {
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("method %q is not enabled for this run", name)
+}
+
+func newRunID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// ImportUpload copies the host file src into the chat's uploads, where the
+// sandbox sees it read-only at /app/uploads/<name>. It returns the sandbox
+// path.
+func (rt *Runtime) ImportUpload(chatKey, src string) (string, error) {
+	if err := files.ValidateKey("chat", chatKey); err != nil {
+		return "", err
+	}
+	name := filepath.Base(src)
+	if name == "." || name == "/" || name == ".." {
+		return "", fmt.Errorf("upload %s: not a file name", src)
+	}
+	dir := rt.layout.UploadsDir(chatKey)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("uploads dir: %w", err)
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return "", fmt.Errorf("upload: %w", err)
+	}
+	defer in.Close()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return "", fmt.Errorf("uploads dir: %w", err)
+	}
+	defer root.Close()
+	out, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("upload %s: %w", name, err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return "", fmt.Errorf("upload %s: %w", name, err)
+	}
+	if err := out.Close(); err != nil {
+		return "", fmt.Errorf("upload %s: %w", name, err)
+	}
+	return "/app/uploads/" + name, nil
+}

@@ -1,0 +1,191 @@
+// Package runtime wires nekro's parts together: the data directory, the
+// enabled plugins, the sandbox backend and the per-run RPC servers. The CLI
+// and the HTTP server are thin layers over a Runtime.
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nekro-go/nekro/internal/files"
+	"github.com/nekro-go/nekro/internal/registry"
+	"github.com/nekro-go/nekro/internal/sandbox"
+	"github.com/nekro-go/nekro/internal/sandbox/bwrap"
+	"github.com/nekro-go/nekro/plugin"
+)
+
+// Config configures a Runtime. The zero value (plus DataDir) is a working
+// single-machine setup.
+type Config struct {
+	DataDir string // default "./data"
+	Python  string // interpreter inside the sandbox; default /usr/bin/python3
+	// Limits of each run; zero fields take sandbox.DefaultLimits.
+	Limits sandbox.Limits
+	// CallTimeout bounds one method call unless the method sets its own.
+	CallTimeout time.Duration
+	// MaxConcurrentRuns bounds sandbox runs across all chats; default 8.
+	MaxConcurrentRuns int
+	// Plugins to enable; nil means every registered plugin.
+	Plugins []*plugin.Plugin
+	// Runner overrides the sandbox backend (default bubblewrap).
+	Runner sandbox.Runner
+	Log    *slog.Logger
+}
+
+// Runtime is an open nekro instance.
+type Runtime struct {
+	cfg      Config
+	layout   files.Layout
+	registry *registry.Registry
+	runner   sandbox.Runner
+	log      *slog.Logger
+	runSlots chan struct{}
+	// sandboxUID owns sandbox-writable directories; -1 when the host is not root.
+	sandboxUID, sandboxGID int
+}
+
+// Open prepares the data directory, checks the plugins and runs their init
+// hooks.
+func Open(ctx context.Context, cfg Config) (*Runtime, error) {
+	if cfg.DataDir == "" {
+		cfg.DataDir = "data"
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.MaxConcurrentRuns <= 0 {
+		cfg.MaxConcurrentRuns = 8
+	}
+	cfg.Limits = cfg.Limits.WithDefaults()
+	layout, err := files.NewLayout(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	plugins := cfg.Plugins
+	if plugins == nil {
+		plugins = plugin.Registered()
+	}
+	reg, err := registry.New(plugins, cfg.Log)
+	if err != nil {
+		return nil, fmt.Errorf("plugins: %w", err)
+	}
+	rt := &Runtime{cfg: cfg, layout: layout, registry: reg, log: cfg.Log,
+		runSlots: make(chan struct{}, cfg.MaxConcurrentRuns), sandboxUID: -1, sandboxGID: -1}
+	if cfg.Runner != nil {
+		rt.runner = cfg.Runner
+	} else {
+		b := bwrap.New(cfg.Python)
+		rt.sandboxUID, rt.sandboxGID = b.SandboxUID()
+		rt.runner = b
+	}
+	if err := rt.prepareDataDir(); err != nil {
+		return nil, err
+	}
+	for _, p := range reg.Plugins() {
+		p.Bind(hostServices{rt: rt, p: p})
+	}
+	reg.Init(ctx)
+	return rt, nil
+}
+
+// Close runs the plugins' cleanup hooks.
+func (rt *Runtime) Close(ctx context.Context) error {
+	rt.registry.Cleanup(ctx)
+	return nil
+}
+
+// Registry returns the enabled plugins.
+func (rt *Runtime) Registry() *registry.Registry { return rt.registry }
+
+// Layout returns the data directory's layout.
+func (rt *Runtime) Layout() files.Layout { return rt.layout }
+
+// Runner returns the sandbox backend.
+func (rt *Runtime) Runner() sandbox.Runner { return rt.runner }
+
+// prepareDataDir creates the data directory. Directories the sandbox user
+// must reach (to bind-mount them) are traversable but not listable; the
+// database and plugin directories stay private.
+func (rt *Runtime) prepareDataDir() error {
+	root := rt.layout.Root
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{
+		{root, 0o711},
+		{filepath.Join(root, "plugins"), 0o700},
+		{filepath.Join(root, "uploads"), 0o711},
+		{filepath.Join(root, "sandboxes"), 0o711},
+		{rt.layout.RunsDir(), 0o711},
+	} {
+		if err := os.MkdirAll(d.path, d.mode); err != nil {
+			return fmt.Errorf("data dir: %w", err)
+		}
+		if err := os.Chmod(d.path, d.mode); err != nil {
+			return fmt.Errorf("data dir: %w", err)
+		}
+	}
+	// Leftovers of runs killed with the host.
+	if ents, err := os.ReadDir(rt.layout.RunsDir()); err == nil {
+		for _, e := range ents {
+			os.RemoveAll(filepath.Join(rt.layout.RunsDir(), e.Name()))
+		}
+	}
+	if rt.sandboxUID >= 0 {
+		// bwrap runs as the sandbox user and must reach the mount sources.
+		for dir := filepath.Dir(root); ; dir = filepath.Dir(dir) {
+			st, err := os.Stat(dir)
+			if err != nil {
+				return fmt.Errorf("data dir parent %s: %w", dir, err)
+			}
+			if st.Mode().Perm()&0o001 == 0 {
+				return fmt.Errorf("data dir %s is not reachable by the sandbox user (uid %d): %s is not traversable; "+
+					"run `chmod o+x %s` or choose another --data directory", root, rt.sandboxUID, dir, dir)
+			}
+			if dir == "/" {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// ensureChatDirs creates the chat's uploads directory and the sandbox's
+// shared directory, the latter owned by the sandbox user.
+func (rt *Runtime) ensureChatDirs(chatKey, containerKey string) (uploads, shared string, err error) {
+	uploads = rt.layout.UploadsDir(chatKey)
+	shared = rt.layout.SharedDir(containerKey)
+	if err := os.MkdirAll(uploads, 0o755); err != nil {
+		return "", "", fmt.Errorf("uploads dir: %w", err)
+	}
+	if err := os.Mkdir(shared, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", "", fmt.Errorf("shared dir: %w", err)
+	}
+	if rt.sandboxUID >= 0 {
+		if err := os.Chown(shared, rt.sandboxUID, rt.sandboxGID); err != nil {
+			return "", "", fmt.Errorf("shared dir: %w", err)
+		}
+	}
+	return uploads, shared, nil
+}
+
+// hostServices is what a plugin sees of the runtime outside a run.
+type hostServices struct {
+	rt *Runtime
+	p  *plugin.Plugin
+}
+
+func (h hostServices) Store() plugin.Store { return nil }
+
+func (h hostServices) DataDir() (string, error) {
+	dir := h.rt.layout.PluginDir(h.p.Key())
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("plugin %s: data dir: %w", h.p.Key(), err)
+	}
+	return dir, nil
+}

@@ -1,0 +1,221 @@
+// Package bwrap runs sandboxed Python under bubblewrap: Linux namespaces
+// without a daemon or root inside the sandbox.
+//
+// When the host runs as root, bwrap itself is started as an unprivileged
+// uid (65534 by default). Started as root with only --uid, the sandbox
+// would still be host uid 0 and could, for instance, write global sysctls.
+package bwrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/nekro-go/nekro/internal/sandbox"
+)
+
+// Runner is the bubblewrap backend of sandbox.Runner.
+type Runner struct {
+	Bwrap  string // path of bwrap; found on PATH when empty
+	Python string // interpreter inside the sandbox; default /usr/bin/python3
+	// UID and GID the sandbox runs as when the host is root. Default 65534.
+	UID, GID int
+}
+
+// New returns a runner with defaults filled in.
+func New(python string) *Runner {
+	if python == "" {
+		python = "/usr/bin/python3"
+	}
+	return &Runner{Python: python, UID: 65534, GID: 65534}
+}
+
+var _ sandbox.Runner = (*Runner)(nil)
+
+// SandboxUID returns the host uid the sandbox's files belong to, or -1 when
+// the host is not root (then the sandbox runs as the host's own uid).
+func (r *Runner) SandboxUID() (uid, gid int) {
+	if os.Geteuid() != 0 {
+		return -1, -1
+	}
+	return r.UID, r.GID
+}
+
+func (r *Runner) bwrapPath() (string, error) {
+	if r.Bwrap != "" {
+		return r.Bwrap, nil
+	}
+	p, err := exec.LookPath("bwrap")
+	if err != nil {
+		return "", errors.New("bubblewrap (bwrap) is not installed: run `apt-get install -y bubblewrap`")
+	}
+	return p, nil
+}
+
+// Check verifies that bwrap and the interpreter exist and that a trivial
+// sandbox starts.
+func (r *Runner) Check(ctx context.Context) error {
+	bw, err := r.bwrapPath()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(r.Python); err != nil {
+		return fmt.Errorf("python interpreter %s: %w (install python3, or set the interpreter)", r.Python, err)
+	}
+	cmd := exec.CommandContext(ctx, bw, "--unshare-all", "--ro-bind", "/usr", "/usr",
+		"--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
+		"--proc", "/proc", "--dev", "/dev", r.Python, "-c", "pass")
+	cmd.SysProcAttr = r.sysProcAttr()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("bwrap cannot start a sandbox here: %v: %s (user namespaces disabled? see kernel.unprivileged_userns_clone)", err, out)
+	}
+	return nil
+}
+
+func (r *Runner) sysProcAttr() *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if uid, gid := r.SandboxUID(); uid >= 0 {
+		a.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
+	}
+	return a
+}
+
+// Args returns the bwrap command line for spec (without the bwrap path).
+func (r *Runner) Args(spec sandbox.Spec) []string {
+	l := spec.Limits.WithDefaults()
+	a := []string{
+		"--unshare-all", "--die-with-parent", "--new-session",
+		"--clearenv",
+		"--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
+		"--setenv", "HOME", "/tmp",
+		"--setenv", "LANG", "C.UTF-8",
+		"--setenv", "MPLCONFIGDIR", "/tmp/.matplotlib",
+		"--ro-bind", "/usr", "/usr",
+		"--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
+		"--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+		"--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
+		"--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
+		"--ro-bind-try", "/etc/localtime", "/etc/localtime",
+		"--ro-bind-try", "/etc/mime.types", "/etc/mime.types",
+		"--ro-bind-try", "/etc/ssl/certs", "/etc/ssl/certs",
+		"--ro-bind-try", "/etc/python3", "/etc/python3",
+		"--ro-bind-try", "/etc/python3.11", "/etc/python3.11",
+		"--proc", "/proc", "--dev", "/dev",
+		"--size", strconv.FormatInt(l.TmpBytes, 10), "--tmpfs", "/tmp",
+		"--dir", "/app",
+		"--bind", spec.SharedDir, "/app/shared",
+		"--ro-bind", spec.UploadsDir, "/app/uploads",
+		"--ro-bind", spec.RunDir, "/app/.nekro",
+		"--chdir", "/app",
+		"--cap-drop", "ALL",
+		"--remount-ro", "/",
+	}
+	if l.Network {
+		// --share-net after --unshare-all keeps the host's network namespace.
+		a = append([]string{"--unshare-all", "--share-net",
+			"--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf",
+			"--ro-bind-try", "/etc/hosts", "/etc/hosts"}, a[1:]...)
+	}
+	return append(a, r.Python, "-I", "-B", "-u", "/app/.nekro/boot.py")
+}
+
+// Run runs spec and waits for it to end.
+func (r *Runner) Run(ctx context.Context, spec sandbox.Spec) (*sandbox.Outcome, error) {
+	l := spec.Limits.WithDefaults()
+	bw, err := r.bwrapPath()
+	if err != nil {
+		return nil, err
+	}
+	// prlimit (util-linux) lowers the limits, then execs bwrap; they are
+	// inherited by everything in the sandbox.
+	argv := []string{
+		"--as=" + strconv.FormatInt(l.MemoryBytes, 10),
+		"--fsize=" + strconv.FormatInt(l.FileBytes, 10),
+		"--nofile=1024",
+		"--nproc=" + strconv.Itoa(l.Processes),
+		"--core=0",
+		"--", bw,
+	}
+	argv = append(argv, r.Args(spec)...)
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		return nil, errors.New("prlimit (util-linux) is not installed: run `apt-get install -y util-linux`")
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox output pipe: %w", err)
+	}
+	cmd := exec.Command(prlimit, argv...)
+	cmd.Stdin = nil
+	cmd.Stdout = pw // one pipe for both keeps their interleaving
+	cmd.Stderr = pw
+	cmd.SysProcAttr = r.sysProcAttr()
+	cmd.Dir = "/"
+
+	out := sandbox.NewCappedBuffer(l.OutputBytes)
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		return nil, fmt.Errorf("start sandbox: %w", err)
+	}
+	pw.Close()
+	copied := make(chan struct{})
+	go func() {
+		io.Copy(out, pr)
+		close(copied)
+	}()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	o := &sandbox.Outcome{}
+	timer := time.NewTimer(l.Timeout)
+	defer timer.Stop()
+	kill := func() {
+		// bwrap leads its own process group; its pid namespace dies with
+		// its init, so this takes every process of the run.
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	var waitErr error
+	select {
+	case waitErr = <-exited:
+	case <-timer.C:
+		o.TimedOut = true
+		kill()
+		waitErr = <-exited
+	case <-ctx.Done():
+		o.Cancelled = true
+		kill()
+		waitErr = <-exited
+	}
+	o.Duration = time.Since(start)
+	// The pipe closes when the last process holding it exits; processes the
+	// run left behind are in its pid namespace and died with it.
+	select {
+	case <-copied:
+	case <-time.After(2 * time.Second):
+		kill()
+		pr.Close()
+		<-copied
+	}
+	pr.Close()
+	o.Output = out.String()
+	o.Cut = out.Cut()
+	o.ExitCode = cmd.ProcessState.ExitCode()
+	if waitErr != nil && o.ExitCode == -1 && !o.TimedOut && !o.Cancelled {
+		var ee *exec.ExitError
+		if !errors.As(waitErr, &ee) {
+			return o, fmt.Errorf("wait for sandbox: %w", waitErr)
+		}
+	}
+	if o.TimedOut {
+		o.Output += fmt.Sprintf("\n[nekro: the run was killed after exceeding its %s time limit]\n", l.Timeout)
+	}
+	return o, nil
+}

@@ -1,0 +1,161 @@
+// Package sandbox runs untrusted Python code in isolation. The Runner
+// interface hides the backend (bubblewrap by default, Docker later); this
+// package also owns stop types and output capping, which every backend
+// shares.
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nekro-go/nekro/plugin"
+)
+
+// Spec is one run: which directories the sandbox sees and its limits.
+// Backends mount RunDir read-only at /app/.nekro, SharedDir read-write at
+// /app/shared and UploadsDir read-only at /app/uploads, start Python on
+// /app/.nekro/boot.py with /app as working directory, and see nothing else
+// of the host's data.
+type Spec struct {
+	RunDir     string
+	SharedDir  string
+	UploadsDir string
+	Limits     Limits
+}
+
+// Limits bound one run.
+type Limits struct {
+	Timeout     time.Duration // wall clock; the whole process tree is killed when it passes
+	OutputBytes int           // stdout+stderr kept: head and tail, the middle is cut
+	MemoryBytes int64         // address-space limit of each process (RLIMIT_AS)
+	FileBytes   int64         // largest file the code may write (RLIMIT_FSIZE)
+	TmpBytes    int64         // size of the /tmp tmpfs
+	Processes   int           // RLIMIT_NPROC of the sandbox user
+	Network     bool          // share the host's network namespace; off by default
+}
+
+// DefaultLimits are the limits used when a caller sets none.
+var DefaultLimits = Limits{
+	Timeout:     60 * time.Second,
+	OutputBytes: 64 << 10,
+	MemoryBytes: 2 << 30,
+	FileBytes:   256 << 20,
+	TmpBytes:    256 << 20,
+	Processes:   1024,
+}
+
+// WithDefaults fills zero fields from DefaultLimits.
+func (l Limits) WithDefaults() Limits {
+	d := DefaultLimits
+	if l.Timeout <= 0 {
+		l.Timeout = d.Timeout
+	}
+	if l.OutputBytes <= 0 {
+		l.OutputBytes = d.OutputBytes
+	}
+	if l.MemoryBytes <= 0 {
+		l.MemoryBytes = d.MemoryBytes
+	}
+	if l.FileBytes <= 0 {
+		l.FileBytes = d.FileBytes
+	}
+	if l.TmpBytes <= 0 {
+		l.TmpBytes = d.TmpBytes
+	}
+	if l.Processes <= 0 {
+		l.Processes = d.Processes
+	}
+	return l
+}
+
+// Outcome is what the host observed of a finished run.
+type Outcome struct {
+	ExitCode  int  // the interpreter's exit status; -1 when killed by a signal
+	TimedOut  bool // killed because Limits.Timeout passed
+	Cancelled bool // killed because the caller's context ended
+	Output    string
+	Cut       int64 // bytes of output dropped from the middle
+	Duration  time.Duration
+}
+
+// Runner starts sandboxed runs. Implementations must kill the whole
+// process tree when the run times out or ctx ends, and must be safe for
+// concurrent use.
+//
+// A backend that keeps a warm per-chat interpreter (a zygote with a
+// pre-forked spare) fits behind the same interface: Run receives everything
+// a run needs, and nothing is assumed about how the process is started.
+type Runner interface {
+	Run(ctx context.Context, spec Spec) (*Outcome, error)
+	// Check reports whether the backend can run on this machine, with a hint
+	// on how to fix it when not.
+	Check(ctx context.Context) error
+}
+
+// StopType is how a run ended, numbered as in the reference.
+type StopType int
+
+// Stop types.
+const (
+	Normal          StopType = 0
+	Error           StopType = 1
+	Timeout         StopType = 2
+	AgentStop       StopType = 8
+	Manual          StopType = 9
+	MultimodalAgent StopType = 11
+)
+
+func (s StopType) String() string {
+	switch s {
+	case Normal:
+		return "NORMAL"
+	case Error:
+		return "ERROR"
+	case Timeout:
+		return "TIMEOUT"
+	case AgentStop:
+		return "AGENT"
+	case Manual:
+		return "MANUAL"
+	case MultimodalAgent:
+		return "MULTIMODAL_AGENT"
+	}
+	return fmt.Sprintf("StopType(%d)", int(s))
+}
+
+// MarshalText encodes the stop type by name.
+func (s StopType) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// Exit codes the generated stubs use after an ending method call, as in the
+// reference.
+const (
+	ExitAgent           = 8
+	ExitManual          = 9
+	ExitMultimodalAgent = 11
+)
+
+// DecideStop derives the stop type from what the host itself knows: the
+// outcome of the process and the ending method call the RPC server
+// answered, if any (0 when none). Text the code printed plays no part.
+func DecideStop(o *Outcome, ending plugin.MethodType) (StopType, string) {
+	switch {
+	case ending == plugin.Agent:
+		return AgentStop, ""
+	case ending == plugin.MultimodalAgent:
+		return MultimodalAgent, ""
+	case o.Cancelled:
+		return Manual, "the run was stopped by the host"
+	case o.TimedOut:
+		return Timeout, ""
+	case o.ExitCode == 0:
+		return Normal, ""
+	case o.ExitCode == ExitManual:
+		return Manual, ""
+	case o.ExitCode == ExitAgent || o.ExitCode == ExitMultimodalAgent:
+		return Error, fmt.Sprintf("exit code %d without an agent method call", o.ExitCode)
+	case o.ExitCode < 0:
+		return Error, "the interpreter was killed by a signal (out of memory?)"
+	}
+	return Error, ""
+}

@@ -1,0 +1,3 @@
+// Package all imports every built-in plugin, so a binary gets them with one
+// blank import.
+package all
