@@ -168,7 +168,7 @@ func generateImage(_ *plugin.Ctx, a TopicArgs) ([]plugin.ContentPart, error) {
 	r0, g0, b0 := uint8(seed), uint8(seed>>8), uint8(seed>>16)
 	for y := range ht {
 		for x := range w {
-			img.Set(x, y, color.RGBA{r0 + uint8(x*2), g0 + uint8(y*2), b0 + uint8((x+y)), 255})
+			img.Set(x, y, color.RGBA{r0 + uint8(x*2), g0 + uint8(y*2), b0 + uint8((x + y)), 255})
 		}
 	}
 	var buf bytes.Buffer
