@@ -102,12 +102,11 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 	if err != nil {
 		return nil, err
 	}
-	runJSON, _ := json.Marshal(map[string]string{"chat_key": req.ChatKey})
 	for name, content := range map[string][]byte{
 		"boot.py":       stub.Boot(),
 		"api_caller.py": apiCaller,
 		"main.py":       []byte(req.Code),
-		"run.json":      runJSON,
+		"chat_key":      []byte(req.ChatKey),
 	} {
 		if err := os.WriteFile(filepath.Join(runDir, name), content, 0o644); err != nil {
 			return nil, fmt.Errorf("write %s: %w", name, err)

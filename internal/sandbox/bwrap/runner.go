@@ -122,7 +122,10 @@ func (r *Runner) Args(spec sandbox.Spec) []string {
 			"--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf",
 			"--ro-bind-try", "/etc/hosts", "/etc/hosts"}, a[1:]...)
 	}
-	return append(a, r.Python, "-I", "-B", "-u", "/app/.nekro/boot.py")
+	// boot.py lowers RLIMIT_AS, FSIZE, NPROC, NOFILE and CORE before the
+	// AI's code runs; they bind everything the code starts.
+	return append(a, r.Python, "-I", "-B", "-u", "/app/.nekro/boot.py",
+		strconv.FormatInt(l.MemoryBytes, 10), strconv.FormatInt(l.FileBytes, 10), strconv.Itoa(l.Processes))
 }
 
 // Run runs spec and waits for it to end.
@@ -132,26 +135,11 @@ func (r *Runner) Run(ctx context.Context, spec sandbox.Spec) (*sandbox.Outcome, 
 	if err != nil {
 		return nil, err
 	}
-	// prlimit (util-linux) lowers the limits, then execs bwrap; they are
-	// inherited by everything in the sandbox.
-	argv := []string{
-		"--as=" + strconv.FormatInt(l.MemoryBytes, 10),
-		"--fsize=" + strconv.FormatInt(l.FileBytes, 10),
-		"--nofile=1024",
-		"--nproc=" + strconv.Itoa(l.Processes),
-		"--core=0",
-		"--", bw,
-	}
-	argv = append(argv, r.Args(spec)...)
-	prlimit, err := exec.LookPath("prlimit")
-	if err != nil {
-		return nil, errors.New("prlimit (util-linux) is not installed: run `apt-get install -y util-linux`")
-	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("sandbox output pipe: %w", err)
 	}
-	cmd := exec.Command(prlimit, argv...)
+	cmd := exec.Command(bw, r.Args(spec)...)
 	cmd.Stdin = nil
 	cmd.Stdout = pw // one pipe for both keeps their interleaving
 	cmd.Stderr = pw

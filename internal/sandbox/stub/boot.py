@@ -1,32 +1,38 @@
-# nekro run bootstrap: loads the generated stubs, then runs the AI's code
-# (/app/.nekro/main.py) as __main__ with the stubs and _ck in its globals.
-import builtins
-import json
-import linecache
+# nekro run bootstrap, trusted code that runs before the AI's: it lowers the
+# resource limits, loads the generated stubs, then runs /app/.nekro/main.py
+# as __main__ with the stubs and _ck in its globals. It imports as little
+# as it can: every module here is paid by every run.
+#
+# argv: boot.py MEMORY_BYTES FILE_BYTES PROCESSES
 import sys
-import traceback
-
-sys.path.insert(0, "/app/.nekro")
-import api_caller  # noqa: E402
-
-sys.path.remove("/app/.nekro")
-
-with open("/app/.nekro/run.json", encoding="utf-8") as f:
-    _run = json.load(f)
-with open("/app/.nekro/main.py", encoding="utf-8") as f:
-    _src = f.read()
-
-_FILE = "main.py"
-linecache.cache[_FILE] = (len(_src), None, _src.splitlines(True), _FILE)
-_globals = {"__name__": "__main__", "__file__": _FILE, "__builtins__": builtins}
-exec("from api_caller import *", _globals)
-_globals["_ck"] = _run["chat_key"]
 
 
-def _short_traceback(exc):
+def _limit():
+    import resource
+
+    mem, fsize, nproc = (int(a) for a in sys.argv[1:4])
+    for res, value in (
+        (resource.RLIMIT_AS, mem),
+        (resource.RLIMIT_FSIZE, fsize),
+        (resource.RLIMIT_NPROC, nproc),
+        (resource.RLIMIT_NOFILE, 1024),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        soft, hard = resource.getrlimit(res)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        resource.setrlimit(res, (value, value))
+    del sys.argv[1:]
+
+
+def _short_traceback(exc, src, filename):
     """The traceback of the AI's own code only: frames of main.py."""
+    import linecache
+    import traceback
+
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
     te = traceback.TracebackException.from_exception(exc)
-    frames = [fr for fr in te.stack if fr.filename == _FILE]
+    frames = [fr for fr in te.stack if fr.filename == filename]
     lines = []
     if frames:
         lines.append("Traceback (most recent call last):\n")
@@ -35,13 +41,29 @@ def _short_traceback(exc):
     return "".join(lines)
 
 
-try:
-    _code = compile(_src, _FILE, "exec")
-    exec(_code, _globals)
-except SystemExit:
-    raise
-except BaseException as e:  # noqa: BLE001 - report everything, exit 1
-    sys.stdout.flush()
-    sys.stderr.write(_short_traceback(e))
-    sys.stderr.flush()
-    sys.exit(1)
+def _run():
+    _limit()
+    sys.path.insert(0, "/app/.nekro")
+    import api_caller  # noqa: F401
+
+    sys.path.remove("/app/.nekro")
+    with open("/app/.nekro/chat_key", encoding="utf-8") as f:
+        chat_key = f.read()
+    with open("/app/.nekro/main.py", encoding="utf-8") as f:
+        src = f.read()
+    filename = "main.py"
+    g = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
+    exec("from api_caller import *", g)
+    g["_ck"] = chat_key
+    try:
+        exec(compile(src, filename, "exec"), g)
+    except SystemExit:
+        raise
+    except BaseException as e:  # noqa: BLE001 - report everything, exit 1
+        sys.stdout.flush()
+        sys.stderr.write(_short_traceback(e, src, filename))
+        sys.stderr.flush()
+        sys.exit(1)
+
+
+_run()

@@ -1,0 +1,191 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nekro-go/nekro/internal/runtime"
+	"github.com/nekro-go/nekro/internal/sandbox"
+	"github.com/nekro-go/nekro/plugin"
+)
+
+// SpineOptions sizes the spine benchmark.
+type SpineOptions struct {
+	Runs  int // sandboxed `pass` runs and bare interpreter starts
+	Calls int // TOOL calls in each call benchmark
+}
+
+// benchPlugin has the one TOOL both call paths use.
+func benchPlugin() *plugin.Plugin {
+	p := plugin.New(plugin.Meta{Name: "bench", ModuleName: "bench", Author: "nekro"})
+	plugin.MountSandboxMethod(p, plugin.Method{Type: plugin.Tool, Name: "bench_add", Doc: "Add."},
+		func(_ *plugin.Ctx, a struct {
+			A int `json:"a"`
+			B int `json:"b"`
+		}) (int, error) {
+			return a.A + a.B, nil
+		})
+	return p
+}
+
+// callLoop is the Python both call benchmarks run: it times each call and
+// prints the latencies in nanoseconds.
+const callLoop = `
+import time, sys
+lat = []
+for i in range(%d):
+    t = time.perf_counter_ns()
+    r = CALL(i, 1)
+    lat.append(time.perf_counter_ns() - t)
+    assert r == i + 1, r
+sys.stdout.write(" ".join(map(str, lat)) + "\n")
+`
+
+// referenceClient calls the method the way the reference's api_caller.py
+// does: one HTTP POST over a new loopback TCP connection per call.
+const referenceClient = `
+import http.client, json
+def CALL(a, b):
+    c = http.client.HTTPConnection("127.0.0.1", %d)
+    c.request("POST", "/api/ext/rpc_exec", body=json.dumps({"method": "bench_add", "args": {"a": a, "b": b}}),
+              headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    return json.loads(body)
+`
+
+// Spine runs the runtime spine's benchmarks and writes a report to w.
+func Spine(ctx context.Context, w io.Writer, dataDir, python string, opt SpineOptions) error {
+	if opt.Runs <= 0 {
+		opt.Runs = 30
+	}
+	if opt.Calls <= 0 {
+		opt.Calls = 10000
+	}
+	p := benchPlugin()
+	rt, err := runtime.Open(ctx, runtime.Config{DataDir: dataDir, Python: python, Plugins: []*plugin.Plugin{p},
+		Limits: sandbox.Limits{Timeout: 10 * time.Minute, OutputBytes: 64 << 20}})
+	if err != nil {
+		return err
+	}
+	defer rt.Close(ctx)
+	if python == "" {
+		python = "/usr/bin/python3"
+	}
+
+	// (a) Start-up: a sandboxed run of `pass` against a bare interpreter,
+	// alternating so both see the same machine state.
+	var bare, boxed, inProc []time.Duration
+	for i := 0; i < opt.Runs+2; i++ {
+		t := time.Now()
+		if out, err := exec.CommandContext(ctx, python, "-c", "pass").CombinedOutput(); err != nil {
+			return fmt.Errorf("bare python: %v: %s", err, out)
+		}
+		d := time.Since(t)
+		t = time.Now()
+		res, err := rt.Exec(ctx, runtime.ExecRequest{ChatKey: "bench", Code: "pass"})
+		if err != nil {
+			return err
+		}
+		if res.StopType != sandbox.Normal {
+			return fmt.Errorf("sandboxed pass ended %s: %s", res.StopType, res.Output)
+		}
+		if i >= 2 { // warm-up
+			bare = append(bare, d)
+			boxed = append(boxed, time.Since(t))
+			inProc = append(inProc, res.Duration)
+		}
+	}
+	sb, sx := Summarize(bare), Summarize(boxed)
+	fmt.Fprintf(w, "== start-up, %d runs each\n", opt.Runs)
+	fmt.Fprintf(w, "bare `%s -c pass`           p50 %6.1f ms  p99 %6.1f ms\n", python, ms(sb.P50), ms(sb.P99))
+	fmt.Fprintf(w, "sandboxed run of `pass`          p50 %6.1f ms  p99 %6.1f ms\n", ms(sx.P50), ms(sx.P99))
+	fmt.Fprintf(w, "  of which bwrap+python process  p50 %6.1f ms\n", ms(Summarize(inProc).P50))
+	fmt.Fprintf(w, "ratio at p50 (goal <= 1.5x)      %s\n\n", Ratio(sx.P50, sb.P50))
+
+	// (b) TOOL calls from sandboxed Python over the run's socket.
+	res, err := rt.Exec(ctx, runtime.ExecRequest{ChatKey: "bench",
+		Code: strings.Replace(fmt.Sprintf(callLoop, opt.Calls), "CALL(", "bench_add(", 1)})
+	if err != nil {
+		return err
+	}
+	if res.StopType != sandbox.Normal {
+		return fmt.Errorf("call benchmark ended %s: %s", res.StopType, res.Output)
+	}
+	ours, err := parseLatencies(res.Output)
+	if err != nil {
+		return err
+	}
+
+	// Baseline: the same method behind a loopback HTTP endpoint, one new
+	// TCP connection per call, from an unsandboxed interpreter (a sandbox
+	// has no network).
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	m := p.Methods()[0]
+	srv := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Args map[string]json.RawMessage `json:"args"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(rw, err.Error(), 400)
+			return
+		}
+		out, err := m.Call(plugin.NewCtx(r.Context(), p, &plugin.RunEnv{}), req.Args)
+		if err != nil {
+			http.Error(rw, err.Error(), 500)
+			return
+		}
+		rw.Write(out)
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	script := fmt.Sprintf(referenceClient, ln.Addr().(*net.TCPAddr).Port) + fmt.Sprintf(callLoop, opt.Calls)
+	cmd := exec.CommandContext(ctx, python, "-c", script)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("baseline client: %w", err)
+	}
+	base, err := parseLatencies(string(out))
+	if err != nil {
+		return err
+	}
+	so, sr := Summarize(ours), Summarize(base)
+	fmt.Fprintf(w, "== %d TOOL calls from Python\n", opt.Calls)
+	fmt.Fprintf(w, "sandboxed, run socket (NDJSON)   %8.0f calls/s  p50 %9s  p99 %9s\n", so.PerSecond(), Micros(so.P50), Micros(so.P99))
+	fmt.Fprintf(w, "reference style, new TCP+HTTP    %8.0f calls/s  p50 %9s  p99 %9s\n", sr.PerSecond(), Micros(sr.P50), Micros(sr.P99))
+	fmt.Fprintf(w, "speed-up at p50 (goal >= 10x)    %s   (goal: p50 <= 100 µs)\n", Ratio(sr.P50, so.P50))
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func parseLatencies(out string) ([]time.Duration, error) {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	fields := strings.Fields(lines[len(lines)-1])
+	ds := make([]time.Duration, 0, len(fields))
+	for _, f := range fields {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("parse latencies: %v in %.200q", err, out)
+		}
+		ds = append(ds, time.Duration(n))
+	}
+	if len(ds) == 0 {
+		return nil, fmt.Errorf("no latencies in %.200q", out)
+	}
+	return ds, nil
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the system packages nekro needs, only those that are missing:
+# bubblewrap (the sandbox) and Debian's python3 (the sandbox's
+# interpreter). With "test",
+# also the PostgreSQL server the test suite runs the KV conformance suite on.
+set -euo pipefail
+
+need=()
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+[ -x /usr/bin/python3 ] || need+=(python3)
+if [ "${1:-}" = test ]; then
+  command -v pg_createcluster >/dev/null 2>&1 || need+=(postgresql postgresql-contrib)
+  command -v pgrep >/dev/null 2>&1 || need+=(procps)
+fi
+[ ${#need[@]} -eq 0 ] && exit 0
+
+echo "nekro: installing missing system packages: ${need[*]}" >&2
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null 2>&1 || { echo "nekro: need root (or sudo) to install ${need[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq "${need[@]}" >/dev/null
