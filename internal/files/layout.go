@@ -5,8 +5,12 @@ package files
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 )
@@ -105,3 +109,31 @@ func SanitizeChatKey(chatKey string) string {
 
 // ContainerKey is the sandbox key of a chat: "sandbox_" + its sanitized key.
 func ContainerKey(chatKey string) string { return "sandbox_" + SanitizeChatKey(chatKey) }
+
+var pluginKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$`)
+
+// EnsurePluginDir returns the private directory of the plugin with the
+// given key (author.module), creating it, mode 0700, on first use. It
+// refuses a key that is not two identifiers joined by a dot, and a
+// directory that has been replaced by a symlink or a file.
+func (l Layout) EnsurePluginDir(pluginKey string) (string, error) {
+	if !pluginKeyRE.MatchString(pluginKey) {
+		return "", fmt.Errorf("plugin key %q is not author.module", pluginKey)
+	}
+	parent := filepath.Join(l.Root, "plugins")
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", fmt.Errorf("plugin %s: data dir: %w", pluginKey, err)
+	}
+	dir := l.PluginDir(pluginKey)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("plugin %s: data dir: %w", pluginKey, err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return "", fmt.Errorf("plugin %s: data dir: %w", pluginKey, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("plugin %s: data dir %s is not a directory", pluginKey, dir)
+	}
+	return dir, nil
+}
