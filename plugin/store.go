@@ -105,26 +105,27 @@ type UpdateFunc func(current string, found bool) (next string, err error)
 // SetOption changes how Set and Update store a value.
 type SetOption func(*SetOptions)
 
-// SetOptions is the result of applying SetOptions; engines and tests read
-// it, plugins use the With functions.
+// SetOptions is what a list of SetOption amounts to; the store reads it,
+// plugins use WithTTL and WithExpiry.
 type SetOptions struct {
 	// ExpiresAt is when the value stops existing; zero means never.
 	ExpiresAt time.Time
-	// TTL, if positive, sets ExpiresAt to the time of the write plus TTL.
-	TTL time.Duration
+	// TTL, when HasTTL, sets the expiry to the time of the write plus TTL.
+	TTL    time.Duration
+	HasTTL bool
 	// Expiry is true when an option set ExpiresAt or TTL.
 	Expiry bool
 }
 
 // WithTTL makes the value expire d after it is written. d must be positive.
 func WithTTL(d time.Duration) SetOption {
-	return func(o *SetOptions) { o.TTL, o.ExpiresAt, o.Expiry = d, time.Time{}, true }
+	return func(o *SetOptions) { o.TTL, o.HasTTL, o.ExpiresAt, o.Expiry = d, true, time.Time{}, true }
 }
 
 // WithExpiry makes the value expire at t. The zero time means never, which
 // also clears an expiry that Update would otherwise keep.
 func WithExpiry(t time.Time) SetOption {
-	return func(o *SetOptions) { o.ExpiresAt, o.TTL, o.Expiry = t, 0, true }
+	return func(o *SetOptions) { o.ExpiresAt, o.TTL, o.HasTTL, o.Expiry = t, 0, false, true }
 }
 
 // ApplySetOptions folds opts into one SetOptions.

@@ -1,0 +1,96 @@
+package kv
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/nekro-go/nekro/plugin"
+)
+
+// The reference's column widths, in bytes of UTF-8.
+const (
+	// MaxNameLen is the longest store key.
+	MaxNameLen = 128
+	// MaxScopeKeyLen is the longest chat or user key.
+	MaxScopeKeyLen = 256
+	// MaxPluginKeyLen is the longest plugin key.
+	MaxPluginKeyLen = 128
+	// DefaultMaxValueBytes caps a value at 1 MiB, the size below which the
+	// reference's guide advises the KV store (it never enforced it).
+	DefaultMaxValueBytes = 1 << 20
+)
+
+// Limits are the checks the front makes before any write.
+type Limits struct {
+	// MaxValueBytes caps one value; 0 means DefaultMaxValueBytes, and a
+	// negative value means no cap.
+	MaxValueBytes int64
+	// QuotaBytes caps what one plugin's values take up (see Size); 0 means
+	// no quota. It is checked before the write, in the write's
+	// transaction, so concurrent writers cannot overshoot it together.
+	QuotaBytes int64
+}
+
+func (l Limits) maxValue() int64 {
+	switch {
+	case l.MaxValueBytes == 0:
+		return DefaultMaxValueBytes
+	case l.MaxValueBytes < 0:
+		return -1
+	}
+	return l.MaxValueBytes
+}
+
+// LimitError is a refusal for size. Its text names the limit and the size;
+// it matches plugin.ErrLimit with errors.Is.
+type LimitError struct {
+	What  string // "store key", "chat key", "value", "quota of plugin a.b"
+	Size  int64  // the size that was refused
+	Limit int64
+	Extra string // more context, e.g. the value's own size under a quota
+}
+
+func (e *LimitError) Error() string {
+	s := fmt.Sprintf("%s is %d bytes, over the limit of %d bytes", e.What, e.Size, e.Limit)
+	if e.Extra != "" {
+		s += " (" + e.Extra + ")"
+	}
+	return s
+}
+
+// Unwrap makes errors.Is(err, plugin.ErrLimit) true.
+func (e *LimitError) Unwrap() error { return plugin.ErrLimit }
+
+// checkText checks a key of some kind: valid UTF-8, no control characters,
+// at most max bytes; empty only if allowed.
+func checkText(kind, s string, max int, allowEmpty bool) error {
+	switch {
+	case s == "" && !allowEmpty:
+		return fmt.Errorf("%s is empty", kind)
+	case len(s) > max:
+		return &LimitError{What: kind, Size: int64(len(s)), Limit: int64(max)}
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%s %q is not valid UTF-8", kind, s)
+	case strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return fmt.Errorf("%s %q contains control characters", kind, s)
+	}
+	return nil
+}
+
+// key builds and checks the Key of name in scope.
+func key(pluginKey string, scope plugin.Scope, name string) (Key, error) {
+	if err := scope.Check(); err != nil {
+		return Key{}, err
+	}
+	if err := checkText("chat key", scope.ChatKey, MaxScopeKeyLen, true); err != nil {
+		return Key{}, err
+	}
+	if err := checkText("user key", scope.UserKey, MaxScopeKeyLen, true); err != nil {
+		return Key{}, err
+	}
+	if err := checkText("store key", name, MaxNameLen, false); err != nil {
+		return Key{}, err
+	}
+	return Key{Plugin: pluginKey, Chat: scope.ChatKey, User: scope.UserKey, Name: name}, nil
+}
