@@ -93,7 +93,7 @@ func docstring(doc string) string {
 	}
 	out := strings.Join(lines, "\n")
 	if strings.HasSuffix(out, `"`) {
-		out += " "
+		out = out[:len(out)-1] + `\"` // a quote right before the closing """
 	}
 	if len(lines) > 1 {
 		out += "\n    "
