@@ -82,7 +82,10 @@ func TestChannelResetRunsEveryPlugin(t *testing.T) {
 	var seen []string
 	a := withMethod("a", "x", "m1", plugin.Tool)
 	b := withMethod("a", "y", "m2", plugin.Tool)
-	a.OnChannelReset(func(_ context.Context, chat string) error { seen = append(seen, "x:"+chat); return errors.New("x failed") })
+	a.OnChannelReset(func(_ context.Context, chat string) error {
+		seen = append(seen, "x:"+chat)
+		return errors.New("x failed")
+	})
 	b.OnChannelReset(func(_ context.Context, chat string) error { seen = append(seen, "y:"+chat); return nil })
 	r, _ := registry.New([]*plugin.Plugin{a, b}, nil)
 	err := r.ChannelReset(context.Background(), "c1")
