@@ -1,0 +1,3 @@
+print("searching")
+search_kb("timeout sandbox")
+print("this line must not run")

@@ -1,0 +1,1 @@
+print(my_sum_function(2, 3))

@@ -1,0 +1,1 @@
+my_sum_function("a", 3)
