@@ -46,7 +46,10 @@ type Methods interface {
 
 // Config configures a run's server.
 type Config struct {
-	Env         *plugin.RunEnv // the run's identity and services
+	// Env is the run's identity and services. It may instead be given
+	// later with Bind (a sandbox started ahead of its run); calls that
+	// arrive before either are refused.
+	Env         *plugin.RunEnv
 	Methods     Methods        // checked on every call (only enabled plugins answer)
 	MaxRequest  int            // bytes per request line; default 16 MiB
 	CallTimeout time.Duration  // per call unless the method sets its own; default 60 s
@@ -150,6 +153,16 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	s.wg.Wait()
 	return err
+}
+
+// Bind fixes the run's identity and result callback, for a server created
+// before its run was known. The sandbox cannot call before the host
+// releases it, which happens after Bind.
+func (s *Server) Bind(env *plugin.RunEnv, onResult func(m *plugin.MethodInfo, result json.RawMessage)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg.Env = env
+	s.cfg.OnResult = onResult
 }
 
 // Calls returns the calls made so far, in order.
@@ -267,9 +280,10 @@ func (s *Server) handle(line []byte) response {
 	}
 	s.mu.Lock()
 	s.calls = append(s.calls, call)
+	onResult := s.cfg.OnResult
 	s.mu.Unlock()
-	if rerr == nil && s.cfg.OnResult != nil {
-		s.cfg.OnResult(m, result)
+	if rerr == nil && onResult != nil {
+		onResult(m, result)
 	}
 	return resp
 }
@@ -283,8 +297,11 @@ func (s *Server) call(req request) (json.RawMessage, *plugin.MethodInfo, *rpcErr
 		return nil, nil, &rpcError{"unknown_method", fmt.Sprintf("%s(): %v (not provided by any enabled plugin)", req.Method, err)}
 	}
 	s.mu.Lock()
-	ended := s.end
+	ended, env := s.end, s.cfg.Env
 	s.mu.Unlock()
+	if env == nil {
+		return nil, m, &rpcError{"run_ended", fmt.Sprintf("%s(): the run has not started", req.Method)}
+	}
 	if ended != nil {
 		return nil, m, &rpcError{"run_ended", fmt.Sprintf("%s(): the run already ended with agent method %s", req.Method, ended.Method)}
 	}
@@ -307,7 +324,7 @@ func (s *Server) call(req request) (json.RawMessage, *plugin.MethodInfo, *rpcErr
 				done <- outcome{panic: v, stack: debug.Stack()}
 			}
 		}()
-		res, err := m.Call(plugin.NewCtx(cctx, m.Plugin(), s.cfg.Env), req.Args)
+		res, err := m.Call(plugin.NewCtx(cctx, m.Plugin(), env), req.Args)
 		done <- outcome{result: res, err: err}
 	}()
 	var o outcome

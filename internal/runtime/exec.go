@@ -14,7 +14,6 @@ import (
 	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/rpc"
 	"github.com/nekro-go/nekro/internal/sandbox"
-	"github.com/nekro-go/nekro/internal/sandbox/stub"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -27,6 +26,9 @@ type ExecRequest struct {
 	Limits sandbox.Limits
 	// OnResult is called after each successful method call, in order.
 	OnResult func(m *plugin.MethodInfo, result json.RawMessage)
+	// Chat receives what plugins send to the chat (ctx.SendText and
+	// friends); nil leaves the run without one.
+	Chat plugin.ChatSender
 }
 
 // ExecResult is what a run produced. Its JSON form is what `nekro exec
@@ -85,57 +87,41 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 		return nil, fmt.Errorf("waiting for a free sandbox slot: %w", ctx.Err())
 	}
 
-	containerKey := files.ContainerKey(req.ChatKey)
-	uploads, shared, err := rt.ensureChatDirs(req.ChatKey, containerKey)
-	if err != nil {
-		return nil, err
+	limits := rt.limits(req.Limits)
+	var pr *preparedRun
+	if rt.spares != nil {
+		pr = rt.spares.take(spareKey(req.ChatKey, limits))
 	}
-	runID := newRunID()
-	runDir := filepath.Join(rt.layout.RunsDir(), runID)
-	if err := os.Mkdir(runDir, 0o755); err != nil {
-		return nil, fmt.Errorf("run dir: %w", err)
-	}
-	defer os.RemoveAll(runDir)
-
-	methods := rt.registry.Methods()
-	apiCaller, err := stub.APICaller(methods)
-	if err != nil {
-		return nil, err
-	}
-	for name, content := range map[string][]byte{
-		"boot.py":       stub.Boot(),
-		"api_caller.py": apiCaller,
-		"main.py":       []byte(req.Code),
-		"chat_key":      []byte(req.ChatKey),
-	} {
-		if err := os.WriteFile(filepath.Join(runDir, name), content, 0o644); err != nil {
-			return nil, fmt.Errorf("write %s: %w", name, err)
+	warm := pr != nil
+	if !warm {
+		var err error
+		if pr, err = rt.prepare(req.ChatKey, limits); err != nil {
+			return nil, err
 		}
 	}
-
-	env := &plugin.RunEnv{RunInfo: plugin.RunInfo{
-		RunID: runID, ChatKey: req.ChatKey, UserID: req.UserID, ContainerKey: containerKey,
-	}}
-	runCtx, cancelRun := context.WithCancel(ctx)
-	defer cancelRun()
-	srv, err := rpc.Listen(runCtx, filepath.Join(runDir, "rpc.sock"), rpc.Config{
-		Env:         env,
-		Methods:     runMethods{rt: rt, allowed: methods},
-		CallTimeout: rt.cfg.CallTimeout,
-		Log:         rt.log.With("run", runID, "chat", req.ChatKey),
-		OnResult:    req.OnResult,
-	})
-	if err != nil {
-		return nil, err
+	defer pr.discard()
+	if rt.spares != nil {
+		// The next run in this chat finds a sandbox already started.
+		defer rt.bg.Go(func() { rt.spawnSpare(req.ChatKey, limits) })
 	}
-	outcome, err := rt.runner.Run(ctx, sandbox.Spec{
-		RunDir: runDir, SharedDir: shared, UploadsDir: uploads, Limits: rt.limits(req.Limits),
-	})
-	cancelRun()
+
+	if err := os.WriteFile(filepath.Join(pr.dir, "main.py"), []byte(req.Code), 0o644); err != nil {
+		return nil, fmt.Errorf("write main.py: %w", err)
+	}
+	env := &plugin.RunEnv{RunInfo: plugin.RunInfo{
+		RunID: pr.id, ChatKey: req.ChatKey, UserID: req.UserID, ContainerKey: pr.containerKey,
+	}}
+	pr.srv.Bind(env, req.OnResult)
+	if err := pr.proc.Release(); err != nil {
+		return nil, fmt.Errorf("run %s: %w", pr.id, err)
+	}
+	outcome, err := pr.proc.Wait(ctx, limits.Timeout)
+	srv := pr.srv
 	srv.Close()
 	if err != nil {
-		return nil, fmt.Errorf("run %s: %w", runID, err)
+		return nil, fmt.Errorf("run %s: %w", pr.id, err)
 	}
+	runID := pr.id
 	res := &ExecResult{
 		RunID: runID, ChatKey: req.ChatKey, ExitCode: outcome.ExitCode, Output: outcome.Output,
 		Duration: outcome.Duration, DurationMS: outcome.Duration.Milliseconds(), Calls: srv.Calls(),
@@ -150,8 +136,26 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 	}
 	res.StopType, res.Note = sandbox.DecideStop(outcome, endType)
 	rt.log.Debug("run finished", "run", runID, "chat", req.ChatKey, "stop", res.StopType, "exit", res.ExitCode,
-		"duration", outcome.Duration, "calls", len(res.Calls))
+		"duration", outcome.Duration, "calls", len(res.Calls), "warm", warm)
 	return res, nil
+}
+
+// spawnSpare starts a sandbox for chatKey's next run.
+func (rt *Runtime) spawnSpare(chatKey string, limits sandbox.Limits) {
+	pr, err := rt.prepare(chatKey, limits)
+	if err != nil {
+		rt.log.Warn("cannot start a warm sandbox", "chat", chatKey, "err", err)
+		return
+	}
+	rt.spares.put(spareKey(chatKey, limits), pr)
+}
+
+// DiscardSpares ends the warm sandboxes of chatKey, e.g. when the chat is
+// reset and its shared directory is about to be removed.
+func (rt *Runtime) DiscardSpares(chatKey string) {
+	if rt.spares != nil {
+		rt.spares.dropChat(chatKey)
+	}
 }
 
 // runMethods limits a run to the methods it was given at start, and only

@@ -87,10 +87,37 @@ type Outcome struct {
 // pre-forked spare) fits behind the same interface: Run receives everything
 // a run needs, and nothing is assumed about how the process is started.
 type Runner interface {
-	Run(ctx context.Context, spec Spec) (*Outcome, error)
+	// Start launches a sandbox for spec that loads the run's stubs and waits
+	// for Process.Release before running any of the code. Starting ahead of
+	// need (a warm spare) keeps sandbox start-up off a run's critical path.
+	Start(spec Spec) (Process, error)
 	// Check reports whether the backend can run on this machine, with a hint
 	// on how to fix it when not.
 	Check(ctx context.Context) error
+}
+
+// Process is a started sandbox.
+type Process interface {
+	// Release lets the code run; the run's main.py must be in place.
+	Release() error
+	// Wait waits for the run to end, killing its whole process tree when
+	// timeout (counted from Release) passes or ctx ends.
+	Wait(ctx context.Context, timeout time.Duration) (*Outcome, error)
+	// Kill ends the sandbox at once, released or not.
+	Kill()
+}
+
+// Run starts spec on r, releases it at once and waits for it.
+func Run(ctx context.Context, r Runner, spec Spec) (*Outcome, error) {
+	p, err := r.Start(spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Release(); err != nil {
+		p.Kill()
+		return nil, err
+	}
+	return p.Wait(ctx, spec.Limits.WithDefaults().Timeout)
 }
 
 // StopType is how a run ended, numbered as in the reference.

@@ -130,6 +130,13 @@ func (r *Runner) Args(spec sandbox.Spec) []string {
 
 // Run runs spec and waits for it to end.
 func (r *Runner) Run(ctx context.Context, spec sandbox.Spec) (*sandbox.Outcome, error) {
+	return sandbox.Run(ctx, r, spec)
+}
+
+// Start launches the sandbox: bwrap sets up the namespaces, Python starts,
+// lowers its limits and loads the stubs, then blocks until Release. The
+// sandbox is killed if the host dies.
+func (r *Runner) Start(spec sandbox.Spec) (sandbox.Process, error) {
 	l := spec.Limits.WithDefaults()
 	bw, err := r.bwrapPath()
 	if err != nil {
@@ -139,63 +146,94 @@ func (r *Runner) Run(ctx context.Context, spec sandbox.Spec) (*sandbox.Outcome, 
 	if err != nil {
 		return nil, fmt.Errorf("sandbox output pipe: %w", err)
 	}
-	cmd := exec.Command(bw, r.Args(spec)...)
-	cmd.Stdin = nil
-	cmd.Stdout = pw // one pipe for both keeps their interleaving
-	cmd.Stderr = pw
-	cmd.SysProcAttr = r.sysProcAttr()
-	cmd.Dir = "/"
-
-	out := sandbox.NewCappedBuffer(l.OutputBytes)
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	goR, goW, err := os.Pipe()
+	if err != nil {
 		pr.Close()
 		pw.Close()
+		return nil, fmt.Errorf("sandbox release pipe: %w", err)
+	}
+	cmd := exec.Command(bw, r.Args(spec)...)
+	cmd.Stdout = pw // one pipe for both keeps their interleaving
+	cmd.Stderr = pw
+	cmd.ExtraFiles = []*os.File{goR} // fd 3: boot.py waits on it
+	cmd.SysProcAttr = r.sysProcAttr()
+	cmd.Dir = "/"
+	if err := cmd.Start(); err != nil {
+		for _, f := range []*os.File{pr, pw, goR, goW} {
+			f.Close()
+		}
 		return nil, fmt.Errorf("start sandbox: %w", err)
 	}
 	pw.Close()
-	copied := make(chan struct{})
+	goR.Close()
+	p := &process{cmd: cmd, out: sandbox.NewCappedBuffer(l.OutputBytes), pr: pr, release: goW,
+		copied: make(chan struct{}), exited: make(chan error, 1)}
 	go func() {
-		io.Copy(out, pr)
-		close(copied)
+		io.Copy(p.out, pr)
+		close(p.copied)
 	}()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	go func() { p.exited <- cmd.Wait() }()
+	return p, nil
+}
 
-	o := &sandbox.Outcome{}
-	timer := time.NewTimer(l.Timeout)
-	defer timer.Stop()
-	kill := func() {
-		// bwrap leads its own process group; its pid namespace dies with
-		// its init, so this takes every process of the run.
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+// process is one started sandbox.
+type process struct {
+	cmd      *exec.Cmd
+	out      *sandbox.CappedBuffer
+	pr       *os.File
+	release  *os.File
+	copied   chan struct{}
+	exited   chan error
+	released time.Time
+}
+
+func (p *process) Release() error {
+	p.released = time.Now()
+	_, err := p.release.Write([]byte{'1'})
+	p.release.Close()
+	if err != nil {
+		return fmt.Errorf("release sandbox: %w (did it die while waiting?)", err)
 	}
+	return nil
+}
+
+func (p *process) Kill() {
+	// bwrap leads its own process group; its pid namespace dies with its
+	// init, so this takes every process of the run.
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	p.release.Close()
+}
+
+func (p *process) Wait(ctx context.Context, timeout time.Duration) (*sandbox.Outcome, error) {
+	o := &sandbox.Outcome{}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
 	var waitErr error
 	select {
-	case waitErr = <-exited:
+	case waitErr = <-p.exited:
 	case <-timer.C:
 		o.TimedOut = true
-		kill()
-		waitErr = <-exited
+		p.Kill()
+		waitErr = <-p.exited
 	case <-ctx.Done():
 		o.Cancelled = true
-		kill()
-		waitErr = <-exited
+		p.Kill()
+		waitErr = <-p.exited
 	}
-	o.Duration = time.Since(start)
+	o.Duration = time.Since(p.released)
 	// The pipe closes when the last process holding it exits; processes the
 	// run left behind are in its pid namespace and died with it.
 	select {
-	case <-copied:
+	case <-p.copied:
 	case <-time.After(2 * time.Second):
-		kill()
-		pr.Close()
-		<-copied
+		p.Kill()
+		p.pr.Close()
+		<-p.copied
 	}
-	pr.Close()
-	o.Output = out.String()
-	o.Cut = out.Cut()
-	o.ExitCode = cmd.ProcessState.ExitCode()
+	p.pr.Close()
+	o.Output = p.out.String()
+	o.Cut = p.out.Cut()
+	o.ExitCode = p.cmd.ProcessState.ExitCode()
 	if waitErr != nil && o.ExitCode == -1 && !o.TimedOut && !o.Cancelled {
 		var ee *exec.ExitError
 		if !errors.As(waitErr, &ee) {
@@ -203,7 +241,7 @@ func (r *Runner) Run(ctx context.Context, spec sandbox.Spec) (*sandbox.Outcome, 
 		}
 	}
 	if o.TimedOut {
-		o.Output += fmt.Sprintf("\n[nekro: the run was killed after exceeding its %s time limit]\n", l.Timeout)
+		o.Output += fmt.Sprintf("\n[nekro: the run was killed after exceeding its %s time limit]\n", timeout)
 	}
 	return o, nil
 }

@@ -47,6 +47,14 @@ def _run():
     import api_caller  # noqa: F401
 
     sys.path.remove("/app/.nekro")
+    # Ready: wait until the host releases the run (fd 3). A warm spare waits
+    # here until a run claims it; the code is in place once released.
+    import os
+
+    released = os.read(3, 1)
+    os.close(3)
+    if released != b"1":
+        os._exit(0)  # the host discarded this sandbox
     with open("/app/.nekro/chat_key", encoding="utf-8") as f:
         chat_key = f.read()
     with open("/app/.nekro/main.py", encoding="utf-8") as f:
