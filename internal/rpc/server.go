@@ -50,9 +50,9 @@ type Config struct {
 	// later with Bind (a sandbox started ahead of its run); calls that
 	// arrive before either are refused.
 	Env         *plugin.RunEnv
-	Methods     Methods        // checked on every call (only enabled plugins answer)
-	MaxRequest  int            // bytes per request line; default 16 MiB
-	CallTimeout time.Duration  // per call unless the method sets its own; default 60 s
+	Methods     Methods       // checked on every call (only enabled plugins answer)
+	MaxRequest  int           // bytes per request line; default 16 MiB
+	CallTimeout time.Duration // per call unless the method sets its own; default 60 s
 	Log         *slog.Logger
 	// OnResult, if set, is called after each successful call, in call order,
 	// with the method and its encoded result (e.g. to record BEHAVIOR
