@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"image/png"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -123,5 +124,46 @@ func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Killing the host (SIGKILL, no cleanup) takes its sandboxes with it, and
+// the next start clears the dead process's run directories.
+func TestSandboxDiesWithAKilledHost(t *testing.T) {
+	data := testutil.DataDir(t)
+	marker := "nekro-host-kill-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	cmd := osexec.Command(testutil.Nekro(t), "--data", data, "exec", "--chat", "c", "-")
+	cmd.Stdin = strings.NewReader("import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', '" + marker + "'])\ntime.sleep(300)")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	running := func() bool {
+		out, _ := osexec.Command("pgrep", "-f", marker).Output()
+		return len(strings.TrimSpace(string(out))) > 0
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !running() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !running() {
+		t.Fatal("the sandboxed process never started")
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	deadline = time.Now().Add(3 * time.Second)
+	for running() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if running() {
+		osexec.Command("pkill", "-f", marker).Run()
+		t.Fatal("sandbox processes outlived the killed host")
+	}
+	runs, _ := os.ReadDir(filepath.Join(data, "runs"))
+	if len(runs) != 1 {
+		t.Fatalf("runs/ holds %d entries after the kill, want the dead host's", len(runs))
+	}
+	testutil.RunNekro(t, []byte("pass"), "--data", data, "exec", "--chat", "c", "-")
+	if runs, _ := os.ReadDir(filepath.Join(data, "runs")); len(runs) != 0 {
+		t.Errorf("the dead host's run directory was not cleared: %v", runs)
 	}
 }

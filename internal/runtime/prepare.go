@@ -37,7 +37,7 @@ func (rt *Runtime) prepare(chatKey string, limits sandbox.Limits) (*preparedRun,
 	}
 	pr := &preparedRun{id: newRunID(), chatKey: chatKey, containerKey: containerKey, limits: limits,
 		methods: rt.registry.Methods()}
-	pr.dir = filepath.Join(rt.layout.RunsDir(), pr.id)
+	pr.dir = filepath.Join(rt.runsDir, pr.id)
 	if err := os.Mkdir(pr.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("run dir: %w", err)
 	}

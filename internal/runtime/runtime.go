@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nekro-go/nekro/internal/files"
@@ -59,6 +61,7 @@ type Runtime struct {
 	runSlots chan struct{}
 	// sandboxUID owns sandbox-writable directories; -1 when the host is not root.
 	sandboxUID, sandboxGID int
+	runsDir                string  // this process's run directories
 	spares                 *spares // nil unless Config.WarmSpares
 	bg                     sync.WaitGroup
 }
@@ -123,6 +126,9 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		rt.bg.Wait()
 	}
 	rt.registry.Cleanup(ctx)
+	if rt.runsDir != "" {
+		os.Remove(rt.runsDir) // empty unless runs are still going
+	}
 	return nil
 }
 
@@ -157,11 +163,23 @@ func (rt *Runtime) prepareDataDir() error {
 			return fmt.Errorf("data dir: %w", err)
 		}
 	}
-	// Leftovers of runs killed with the host.
+	// Run directories live under runs/<host pid>/, so several nekro
+	// processes can share a data directory; those of processes that died
+	// (killed hosts) are removed here.
 	if ents, err := os.ReadDir(rt.layout.RunsDir()); err == nil {
 		for _, e := range ents {
-			os.RemoveAll(filepath.Join(rt.layout.RunsDir(), e.Name()))
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid <= 0 || syscall.Kill(pid, 0) == syscall.ESRCH {
+				os.RemoveAll(filepath.Join(rt.layout.RunsDir(), e.Name()))
+			}
 		}
+	}
+	rt.runsDir = filepath.Join(rt.layout.RunsDir(), strconv.Itoa(os.Getpid()))
+	if err := os.MkdirAll(rt.runsDir, 0o711); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	if err := os.Chmod(rt.runsDir, 0o711); err != nil {
+		return fmt.Errorf("data dir: %w", err)
 	}
 	if rt.sandboxUID >= 0 {
 		// bwrap runs as the sandbox user and must reach the mount sources.

@@ -307,8 +307,9 @@ func TestTimeoutKillsTheWholeTree(t *testing.T) {
 	start := time.Now()
 	res, err := rt.Exec(context.Background(), runtime.ExecRequest{ChatKey: "c", Limits: sandbox.Limits{Timeout: 2 * time.Second},
 		Code: fmt.Sprintf(`
-import subprocess
-subprocess.Popen(["/bin/sh", "-c", "exec -a %s sleep 300"])
+import subprocess, sys
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", %q])
+print("started", flush=True)
 while True: pass
 `, marker)})
 	if err != nil {
@@ -317,8 +318,8 @@ while True: pass
 	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("timeout run took %s, want under 3s", took)
 	}
-	if res.StopType != sandbox.Timeout {
-		t.Errorf("stop %v, want TIMEOUT", res.StopType)
+	if res.StopType != sandbox.Timeout || !strings.Contains(res.Output, "started") {
+		t.Errorf("stop %v, want TIMEOUT after the child started; output:\n%s", res.StopType, res.Output)
 	}
 	out, _ := exec.Command("pgrep", "-f", marker).Output()
 	if len(strings.TrimSpace(string(out))) > 0 {
