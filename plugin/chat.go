@@ -1,9 +1,63 @@
 package plugin
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"io"
+	"path"
+)
 
-// ChatSender sends messages into a run's chat. (Placeholder: the agent-loop
-// issue defines the full interface.)
+// ChatSender delivers what a plugin sends to the chat of one run. The host
+// binds one to every run of a chat; plugins reach it through Ctx.SendText,
+// Ctx.SendFile and Ctx.SendImage, never directly, so a plugin can only
+// write into the chat whose run called it.
 type ChatSender interface {
+	// SendText posts text to the chat as the assistant.
 	SendText(ctx context.Context, text string) error
+	// SendFile posts content as a file attachment called name.
+	SendFile(ctx context.Context, name string, content io.Reader) error
+	// SendImage posts content as an image attachment called name; content
+	// that is not an image is refused.
+	SendImage(ctx context.Context, name string, content io.Reader) error
+}
+
+// SendText posts text to the run's chat as the assistant's message.
+func (c *Ctx) SendText(text string) error {
+	if c.env.Chat == nil {
+		return fmt.Errorf("send text: %w", ErrNoService)
+	}
+	return c.env.Chat.SendText(c, text)
+}
+
+// SendFile posts the file at a sandbox path (/app/shared/... or
+// /app/uploads/..., or the same relative to /app) to the run's chat as an
+// attachment. Other paths are refused, as FS.Open refuses them.
+func (c *Ctx) SendFile(sandboxPath string) error {
+	return c.sendPath(sandboxPath, false)
+}
+
+// SendImage posts the image at a sandbox path to the run's chat. Paths are
+// checked as in SendFile; a file that is not an image is refused.
+func (c *Ctx) SendImage(sandboxPath string) error {
+	return c.sendPath(sandboxPath, true)
+}
+
+func (c *Ctx) sendPath(sandboxPath string, image bool) error {
+	op := "send file"
+	if image {
+		op = "send image"
+	}
+	if c.env.Chat == nil {
+		return fmt.Errorf("%s: %w", op, ErrNoService)
+	}
+	f, err := c.FS().Open(sandboxPath)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	defer f.Close()
+	name := path.Base(sandboxPath)
+	if image {
+		return c.env.Chat.SendImage(c, name, f)
+	}
+	return c.env.Chat.SendFile(c, name, f)
 }

@@ -111,6 +111,12 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 	env := &plugin.RunEnv{RunInfo: plugin.RunInfo{
 		RunID: pr.id, ChatKey: req.ChatKey, UserID: req.UserID, ContainerKey: pr.containerKey,
 	}}
+	env.Chat = req.Chat
+	fsys, err := files.NewFS(rt.layout, env.RunInfo, rt.cfg.Files)
+	if err != nil {
+		return nil, err
+	}
+	env.FS = fsys
 	pr.srv.Bind(env, req.OnResult)
 	if err := pr.proc.Release(); err != nil {
 		return nil, fmt.Errorf("run %s: %w", pr.id, err)
