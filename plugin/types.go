@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"reflect"
 	"slices"
@@ -116,6 +117,9 @@ func checkValue(t reflect.Type, raw []byte) error {
 	var v any
 	if err := dec.Decode(&v); err != nil {
 		return fmt.Errorf("is not valid JSON: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("is not one JSON value")
 	}
 	return checkDecoded(t, v)
 }
