@@ -24,6 +24,7 @@ const maxLinks = 40
 func resolveBeneath(root *os.Root, rel string) (string, error) {
 	pending := splitPath(rel)
 	var out []string // resolved components: real directories, then the leaf
+	exist := 0       // out[:exist] exist; what follows does not (yet)
 	links := 0
 	for len(pending) > 0 {
 		c := pending[0]
@@ -36,15 +37,19 @@ func resolveBeneath(root *os.Root, rel string) (string, error) {
 				return "", refuse("%s leads out of its directory", rel)
 			}
 			out = out[:len(out)-1]
+			exist = min(exist, len(out))
 			continue
 		}
-		cand := filepath.Join(append(append([]string{}, out...), c)...)
+		if exist < len(out) {
+			// Beneath a missing component nothing exists, so nothing
+			// can be a symlink.
+			out = append(out, c)
+			continue
+		}
+		cand := filepath.Join(append(out[:len(out):len(out)], c)...)
 		fi, err := root.Lstat(cand)
 		switch {
 		case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
-			// Nothing there yet, so no symlink to follow. Later components
-			// are still checked: a ".." from a symlink target can lead back
-			// to one that exists.
 			out = append(out, c)
 			continue
 		case err != nil:
@@ -52,6 +57,7 @@ func resolveBeneath(root *os.Root, rel string) (string, error) {
 		}
 		if fi.Mode()&fs.ModeSymlink == 0 {
 			out = append(out, c)
+			exist = len(out)
 			continue
 		}
 		links++
