@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/runtime"
 )
 
@@ -82,5 +83,16 @@ func (g *globals) logger() *slog.Logger {
 
 // config returns the runtime configuration from the shared flags.
 func (g *globals) config() runtime.Config {
-	return runtime.Config{DataDir: g.dataDir, Python: g.python, Log: g.logger()}
+	return runtime.Config{DataDir: g.dataDir, Python: g.python, Log: g.logger(),
+		Files: files.Options{AllowPrivateNetworks: envTrue(files.AllowPrivateEnv)}}
+}
+
+// envTrue reports whether the environment variable name is set to 1, true
+// or yes.
+func envTrue(name string) bool {
+	switch strings.ToLower(os.Getenv(name)) {
+	case "1", "true", "yes":
+		return true
+	}
+	return false
 }

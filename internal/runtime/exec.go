@@ -111,6 +111,7 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 	env := &plugin.RunEnv{RunInfo: plugin.RunInfo{
 		RunID: pr.id, ChatKey: req.ChatKey, UserID: req.UserID, ContainerKey: pr.containerKey,
 	}}
+	env.StoreFor = rt.storeFor
 	env.Chat = req.Chat
 	fsys, err := files.NewFS(rt.layout, env.RunInfo, rt.cfg.Files)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nekro-go/nekro/internal/files"
+	"github.com/nekro-go/nekro/internal/kv"
 	"github.com/nekro-go/nekro/internal/registry"
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/internal/sandbox/bwrap"
@@ -48,7 +49,13 @@ type Config struct {
 	// Files tunes the file bridge: download cap, timeout, and whether
 	// downloads may reach private addresses.
 	Files files.Options
-	Log   *slog.Logger
+	// DatabaseURL selects the plugin KV store's database: "" means SQLite
+	// in data/nekro.db (or NEKRO_DATABASE_URL when set), "postgres://..."
+	// PostgreSQL.
+	DatabaseURL string
+	// KV limits plugin values and, optionally, each plugin's total bytes.
+	KV  kv.Limits
+	Log *slog.Logger
 }
 
 // Runtime is an open nekro instance.
@@ -63,6 +70,7 @@ type Runtime struct {
 	sandboxUID, sandboxGID int
 	runsDir                string  // this process's run directories
 	spares                 *spares // nil unless Config.WarmSpares
+	store                  *kv.Store
 	bg                     sync.WaitGroup
 }
 
@@ -112,6 +120,9 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		}
 		rt.spares = &spares{byKey: map[string]*spare{}, max: cfg.MaxSpares, idle: cfg.SpareIdle}
 	}
+	if err := rt.openStore(ctx); err != nil {
+		return nil, err
+	}
 	for _, p := range reg.Plugins() {
 		p.Bind(hostServices{rt: rt, p: p})
 	}
@@ -126,6 +137,9 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		rt.bg.Wait()
 	}
 	rt.registry.Cleanup(ctx)
+	if err := rt.store.Close(ctx); err != nil {
+		rt.log.Error("close kv store", "err", err)
+	}
 	if rt.runsDir != "" {
 		os.Remove(rt.runsDir) // empty unless runs are still going
 	}
@@ -225,7 +239,7 @@ type hostServices struct {
 	p  *plugin.Plugin
 }
 
-func (h hostServices) Store() plugin.Store { return nil }
+func (h hostServices) Store() plugin.Store { return h.rt.store.For(h.p.Key()) }
 
 func (h hostServices) DataDir() (string, error) {
 	return h.rt.layout.EnsurePluginDir(h.p.Key())
