@@ -93,34 +93,34 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 		pr = rt.spares.take(spareKey(req.ChatKey, limits))
 	}
 	warm := pr != nil
-	if !warm {
-		var err error
-		if pr, err = rt.prepare(req.ChatKey, limits); err != nil {
-			return nil, err
+	defer func() {
+		if pr != nil {
+			pr.discard()
 		}
-	}
-	defer pr.discard()
+	}()
 	if rt.spares != nil {
 		// The next run in this chat finds a sandbox already started.
 		defer rt.bg.Go(func() { rt.spawnSpare(req.ChatKey, limits) })
 	}
-
-	if err := os.WriteFile(filepath.Join(pr.dir, "main.py"), []byte(req.Code), 0o644); err != nil {
-		return nil, fmt.Errorf("write main.py: %w", err)
-	}
-	env := &plugin.RunEnv{RunInfo: plugin.RunInfo{
-		RunID: pr.id, ChatKey: req.ChatKey, UserID: req.UserID, ContainerKey: pr.containerKey,
-	}}
-	env.StoreFor = rt.storeFor
-	env.Chat = req.Chat
-	fsys, err := files.NewFS(rt.layout, env.RunInfo, rt.cfg.Files)
-	if err != nil {
-		return nil, err
-	}
-	env.FS = fsys
-	pr.srv.Bind(env, req.OnResult)
-	if err := pr.proc.Release(); err != nil {
-		return nil, fmt.Errorf("run %s: %w", pr.id, err)
+	for {
+		if pr == nil {
+			var err error
+			if pr, err = rt.prepare(req.ChatKey, limits); err != nil {
+				return nil, err
+			}
+		}
+		err := rt.release(pr, req)
+		if err == nil {
+			break
+		}
+		pr.discard()
+		pr = nil
+		if !warm {
+			return nil, err
+		}
+		// The spare died while waiting (killed, out of memory): start afresh.
+		rt.log.Warn("warm sandbox unusable, starting a new one", "chat", req.ChatKey, "err", err)
+		warm = false
 	}
 	outcome, err := pr.proc.Wait(ctx, limits.Timeout)
 	srv := pr.srv
@@ -145,6 +145,29 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 	rt.log.Debug("run finished", "run", runID, "chat", req.ChatKey, "stop", res.StopType, "exit", res.ExitCode,
 		"duration", outcome.Duration, "calls", len(res.Calls), "warm", warm)
 	return res, nil
+}
+
+// release puts the code in place, binds the run's identity to its RPC
+// server and lets the sandbox run.
+func (rt *Runtime) release(pr *preparedRun, req ExecRequest) error {
+	if err := os.WriteFile(filepath.Join(pr.dir, "main.py"), []byte(req.Code), 0o644); err != nil {
+		return fmt.Errorf("write main.py: %w", err)
+	}
+	env := &plugin.RunEnv{RunInfo: plugin.RunInfo{
+		RunID: pr.id, ChatKey: req.ChatKey, UserID: req.UserID, ContainerKey: pr.containerKey,
+	}}
+	env.StoreFor = rt.storeFor
+	env.Chat = req.Chat
+	fsys, err := files.NewFS(rt.layout, env.RunInfo, rt.cfg.Files)
+	if err != nil {
+		return err
+	}
+	env.FS = fsys
+	pr.srv.Bind(env, req.OnResult)
+	if err := pr.proc.Release(); err != nil {
+		return fmt.Errorf("run %s: %w", pr.id, err)
+	}
+	return nil
 }
 
 // spawnSpare starts a sandbox for chatKey's next run.
