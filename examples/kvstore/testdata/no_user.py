@@ -1,0 +1,4 @@
+try:
+    get_preference("theme")
+except Exception as e:
+    print(type(e).__name__, e)

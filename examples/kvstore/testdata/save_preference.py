@@ -1,0 +1,2 @@
+print(save_preference("theme", "dark"))
+print(get_preference("theme"))

@@ -1,0 +1,211 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nekro-go/nekro/internal/files"
+	"github.com/nekro-go/nekro/internal/kv"
+	"github.com/nekro-go/nekro/internal/kv/kvopen"
+	"github.com/nekro-go/nekro/plugin"
+)
+
+func init() { subcommands = append(subcommands, newKVCmd) }
+
+// kvFlags are the flags of every kv subcommand.
+type kvFlags struct {
+	database   string
+	plugin     string
+	chat, user string
+	maxValue   int64
+}
+
+func (f *kvFlags) scope() plugin.Scope {
+	switch {
+	case f.chat != "" && f.user != "":
+		return plugin.ChatUser(f.chat, f.user)
+	case f.chat != "":
+		return plugin.Chat(f.chat)
+	case f.user != "":
+		return plugin.User(f.user)
+	}
+	return plugin.Global()
+}
+
+// open opens the store the server uses: the same data directory and
+// database URL.
+func (f *kvFlags) open(cmd *cobra.Command, g *globals) (*kv.Store, plugin.Store, error) {
+	if f.plugin == "" {
+		return nil, nil, fmt.Errorf("--plugin is required (a plugin key, author.module; see nekro plugins)")
+	}
+	layout, err := files.NewLayout(g.dataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if f.database == "" {
+		if _, err := os.Stat(layout.Database()); err != nil {
+			return nil, nil, fmt.Errorf("no database at %s (wrong --data?)", layout.Database())
+		}
+	}
+	st, err := kvopen.Open(cmd.Context(), kvopen.Config{DatabaseURL: f.database, SQLitePath: layout.Database(),
+		Limits: kv.Limits{MaxValueBytes: f.maxValue}, Log: g.logger()})
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, st.For(f.plugin), nil
+}
+
+func newKVCmd(g *globals) *cobra.Command {
+	f := &kvFlags{}
+	cmd := &cobra.Command{
+		Use:   "kv",
+		Short: "Read and change plugins' KV stores",
+		Long: `Read and change a plugin's KV store, as the plugin sees it.
+
+A value lives in one scope: the plugin's own (no --chat, no --user), a
+chat's (--chat), a user's across chats (--user), or a user's in one chat
+(--chat and --user). The store is the server's: the --data directory's
+nekro.db, or the PostgreSQL database of --database / NEKRO_DATABASE_URL.`,
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&f.database, "database", os.Getenv(kvopen.EnvDatabaseURL), "database URL (env NEKRO_DATABASE_URL); empty means the data directory's SQLite file")
+	pf.StringVar(&f.plugin, "plugin", "", "plugin key, author.module (required)")
+	pf.StringVar(&f.chat, "chat", "", "chat key of the scope")
+	pf.StringVar(&f.user, "user", "", "user key of the scope")
+	pf.Int64Var(&f.maxValue, "max-value", 0, "value cap in bytes for set (default 1 MiB, the server's default)")
+
+	cmd.AddCommand(&cobra.Command{
+		Use:   "get KEY",
+		Short: "Print a value (exit status 1 if there is none)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, ns, err := f.open(cmd, g)
+			if err != nil {
+				return err
+			}
+			defer st.Close(cmd.Context())
+			v, ok, err := ns.Get(cmd.Context(), f.scope(), args[0])
+			if err != nil {
+				return err
+			}
+			if !ok {
+				fmt.Fprintf(cmd.ErrOrStderr(), "nekro: no value for %q in %s of plugin %s\n", args[0], f.scope(), f.plugin)
+				return &ExitError{Code: 1}
+			}
+			_, err = io.WriteString(cmd.OutOrStdout(), v+"\n")
+			return err
+		},
+	})
+
+	var ttl time.Duration
+	set := &cobra.Command{
+		Use:   "set KEY VALUE|-",
+		Short: "Store a value (- reads it from standard input); prints created or updated",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			value := args[1]
+			if value == "-" {
+				b, err := io.ReadAll(cmd.InOrStdin())
+				if err != nil {
+					return fmt.Errorf("read value: %w", err)
+				}
+				value = string(b)
+			}
+			var opts []plugin.SetOption
+			if ttl != 0 {
+				opts = append(opts, plugin.WithTTL(ttl))
+			}
+			st, ns, err := f.open(cmd, g)
+			if err != nil {
+				return err
+			}
+			defer st.Close(cmd.Context())
+			r, err := ns.Set(cmd.Context(), f.scope(), args[0], value, opts...)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), r)
+			return nil
+		},
+	}
+	set.Flags().DurationVar(&ttl, "ttl", 0, "expire the value after this long (e.g. 1h)")
+	cmd.AddCommand(set)
+
+	cmd.AddCommand(&cobra.Command{
+		Use:     "del KEY",
+		Aliases: []string{"delete", "rm"},
+		Short:   "Delete a value; prints deleted or not found",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, ns, err := f.open(cmd, g)
+			if err != nil {
+				return err
+			}
+			defer st.Close(cmd.Context())
+			r, err := ns.Delete(cmd.Context(), f.scope(), args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), r)
+			return nil
+		},
+	})
+
+	var prefix string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "Print the keys of one scope, one a line, in byte order",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, ns, err := f.open(cmd, g)
+			if err != nil {
+				return err
+			}
+			defer st.Close(cmd.Context())
+			q := plugin.KeysQuery{Prefix: prefix, Limit: 1000}
+			var b strings.Builder
+			for {
+				page, err := ns.Keys(cmd.Context(), f.scope(), q)
+				if err != nil {
+					return err
+				}
+				for _, k := range page.Keys {
+					b.WriteString(k + "\n")
+				}
+				if page.Next == "" {
+					break
+				}
+				q.Cursor = page.Next
+			}
+			_, err = io.WriteString(cmd.OutOrStdout(), b.String())
+			return err
+		},
+	}
+	list.Flags().StringVar(&prefix, "prefix", "", "only keys starting with this")
+	cmd.AddCommand(list)
+
+	cmd.AddCommand(&cobra.Command{
+		Use:   "usage",
+		Short: "Print the bytes and keys the plugin's values take up",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, _, err := f.open(cmd, g)
+			if err != nil {
+				return err
+			}
+			defer st.Close(cmd.Context())
+			u, err := st.Usage(cmd.Context(), f.plugin)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%d bytes in %d keys\n", u.Bytes, u.Keys)
+			return nil
+		},
+	})
+	return cmd
+}
