@@ -4,5 +4,6 @@
 package all
 
 import (
+	_ "github.com/nekro-go/nekro/examples/kvstore"
 	_ "github.com/nekro-go/nekro/examples/sandboxmethods"
 )
