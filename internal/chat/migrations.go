@@ -1,0 +1,105 @@
+package chat
+
+import "github.com/nekro-go/nekro/internal/db"
+
+// component names the chat tables in nekro_migrations.
+const component = "chat"
+
+// The two lists stay in step: version n of one is version n of the other,
+// spelled in each database's dialect. Times are Unix microseconds.
+
+var sqliteMigrations = []db.Migration{{
+	Version: 1, Name: "create chats, messages, turns and runs",
+	SQL: `
+CREATE TABLE chat_messages (
+	id          INTEGER PRIMARY KEY AUTOINCREMENT,
+	chat_key    TEXT    NOT NULL,
+	role        TEXT    NOT NULL,
+	sender_id   TEXT    NOT NULL,
+	sender_name TEXT    NOT NULL,
+	text        TEXT    NOT NULL,
+	attachments TEXT    NOT NULL,
+	turn_id     INTEGER,
+	created_at  INTEGER NOT NULL
+) STRICT;
+CREATE INDEX chat_messages_by_chat ON chat_messages (chat_key, id);
+CREATE INDEX chat_messages_waiting ON chat_messages (chat_key, id) WHERE role = 'user' AND turn_id IS NULL;
+CREATE TABLE chat_turns (
+	id          INTEGER PRIMARY KEY AUTOINCREMENT,
+	chat_key    TEXT    NOT NULL,
+	status      TEXT    NOT NULL,
+	error       TEXT    NOT NULL,
+	iterations  INTEGER NOT NULL,
+	requests    INTEGER NOT NULL,
+	model_us    INTEGER NOT NULL,
+	started_at  INTEGER NOT NULL,
+	finished_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX chat_turns_by_chat ON chat_turns (chat_key, id);
+CREATE TABLE chat_runs (
+	run_id       TEXT    PRIMARY KEY,
+	chat_key     TEXT    NOT NULL,
+	turn_id      INTEGER NOT NULL,
+	iteration    INTEGER NOT NULL,
+	code         TEXT    NOT NULL,
+	output       TEXT    NOT NULL,
+	stop_type    TEXT    NOT NULL,
+	exit_code    INTEGER NOT NULL,
+	duration_ms  INTEGER NOT NULL,
+	calls        TEXT    NOT NULL,
+	note         TEXT    NOT NULL,
+	agent_method TEXT    NOT NULL,
+	agent_result TEXT    NOT NULL,
+	created_at   INTEGER NOT NULL
+) STRICT;
+CREATE INDEX chat_runs_by_chat ON chat_runs (chat_key, created_at);
+`,
+}}
+
+var postgresMigrations = []db.Migration{{
+	Version: 1, Name: "create chats, messages, turns and runs",
+	SQL: `
+CREATE TABLE chat_messages (
+	id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	chat_key    text   NOT NULL,
+	role        text   NOT NULL,
+	sender_id   text   NOT NULL,
+	sender_name text   NOT NULL,
+	text        text   NOT NULL,
+	attachments text   NOT NULL,
+	turn_id     bigint,
+	created_at  bigint NOT NULL
+);
+CREATE INDEX chat_messages_by_chat ON chat_messages (chat_key, id);
+CREATE INDEX chat_messages_waiting ON chat_messages (chat_key, id) WHERE role = 'user' AND turn_id IS NULL;
+CREATE TABLE chat_turns (
+	id          bigint  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	chat_key    text    NOT NULL,
+	status      text    NOT NULL,
+	error       text    NOT NULL,
+	iterations  integer NOT NULL,
+	requests    integer NOT NULL,
+	model_us    bigint  NOT NULL,
+	started_at  bigint  NOT NULL,
+	finished_at bigint  NOT NULL
+);
+CREATE INDEX chat_turns_by_chat ON chat_turns (chat_key, id);
+CREATE TABLE chat_runs (
+	run_id       text    PRIMARY KEY,
+	chat_key     text    NOT NULL,
+	turn_id      bigint  NOT NULL,
+	iteration    integer NOT NULL,
+	code         text    NOT NULL,
+	output       text    NOT NULL,
+	stop_type    text    NOT NULL,
+	exit_code    integer NOT NULL,
+	duration_ms  bigint  NOT NULL,
+	calls        text    NOT NULL,
+	note         text    NOT NULL,
+	agent_method text    NOT NULL,
+	agent_result text    NOT NULL,
+	created_at   bigint  NOT NULL
+);
+CREATE INDEX chat_runs_by_chat ON chat_runs (chat_key, created_at);
+`,
+}}

@@ -1,0 +1,341 @@
+package chat
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/nekro-go/nekro/internal/db"
+	"github.com/nekro-go/nekro/internal/files"
+)
+
+// Database is where the chat tables live: set exactly one field, the same
+// database the KV store uses.
+type Database struct {
+	SQLite   *db.SQLite
+	Postgres *pgxpool.Pool
+}
+
+// Service stores chats and broadcasts their events. It is safe for
+// concurrent use.
+type Service struct {
+	w, r   *sql.DB // writer and reader; the same pool on PostgreSQL
+	ownsDB bool    // r/w were opened here (PostgreSQL) and Close closes them
+	layout files.Layout
+	log    *slog.Logger
+	hub    *hub
+}
+
+// Open migrates the chat tables of d and returns a service over them.
+// Attachments go under layout's uploads directories.
+func Open(ctx context.Context, d Database, layout files.Layout, log *slog.Logger) (*Service, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Service{layout: layout, log: log, hub: newHub()}
+	switch {
+	case d.SQLite != nil && d.Postgres == nil:
+		if err := db.MigrateSQLite(ctx, d.SQLite, component, sqliteMigrations); err != nil {
+			return nil, fmt.Errorf("chat: %w", err)
+		}
+		s.w, s.r = d.SQLite.Write, d.SQLite.Read
+	case d.Postgres != nil && d.SQLite == nil:
+		if err := db.MigratePostgres(ctx, d.Postgres, component, postgresMigrations); err != nil {
+			return nil, fmt.Errorf("chat: %w", err)
+		}
+		pg := stdlib.OpenDBFromPool(d.Postgres)
+		s.w, s.r, s.ownsDB = pg, pg, true
+	default:
+		return nil, errors.New("chat: give exactly one database, SQLite or PostgreSQL")
+	}
+	return s, nil
+}
+
+// Close releases the service's own handles; the database itself stays
+// open for its other users.
+func (s *Service) Close() error {
+	s.hub.closeAll()
+	if s.ownsDB {
+		return s.w.Close()
+	}
+	return nil
+}
+
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(us int64) time.Time {
+	if us == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(us).UTC()
+}
+
+// AddMessage stores m (its ID and Time are set here) and broadcasts it.
+func (s *Service) AddMessage(ctx context.Context, m Message) (Message, error) {
+	if err := files.ValidateKey("chat", m.ChatKey); err != nil {
+		return Message{}, err
+	}
+	switch m.Role {
+	case User, Assistant, System:
+	default:
+		return Message{}, fmt.Errorf("message role %q is not user, assistant or system", m.Role)
+	}
+	if m.Attachments == nil {
+		m.Attachments = []Attachment{}
+	}
+	att, err := json.Marshal(m.Attachments)
+	if err != nil {
+		return Message{}, fmt.Errorf("add message: %w", err)
+	}
+	m.Time = time.Now().UTC().Truncate(time.Microsecond)
+	var turn any
+	if m.TurnID != 0 {
+		turn = m.TurnID
+	}
+	err = s.w.QueryRowContext(ctx, `INSERT INTO chat_messages
+		(chat_key, role, sender_id, sender_name, text, attachments, turn_id, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
+		m.ChatKey, string(m.Role), m.SenderID, m.SenderName, m.Text, string(att), turn, micros(m.Time)).Scan(&m.ID)
+	if err != nil {
+		return Message{}, fmt.Errorf("add message: %w", err)
+	}
+	s.hub.publish(Event{Type: EventMessage, ChatKey: m.ChatKey, Message: &m})
+	return m, nil
+}
+
+const messageColumns = `id, chat_key, role, sender_id, sender_name, text, attachments, turn_id, created_at`
+
+func scanMessages(rows *sql.Rows) ([]Message, error) {
+	defer rows.Close()
+	out := []Message{}
+	for rows.Next() {
+		var (
+			m    Message
+			role string
+			att  string
+			turn sql.NullInt64
+			at   int64
+		)
+		if err := rows.Scan(&m.ID, &m.ChatKey, &role, &m.SenderID, &m.SenderName, &m.Text, &att, &turn, &at); err != nil {
+			return nil, err
+		}
+		m.Role, m.TurnID, m.Time = Role(role), turn.Int64, fromMicros(at)
+		if err := json.Unmarshal([]byte(att), &m.Attachments); err != nil {
+			return nil, fmt.Errorf("message %d: attachments: %w", m.ID, err)
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// History returns the chat's messages, oldest first. With last > 0 only
+// the last that many.
+func (s *Service) History(ctx context.Context, chatKey string, last int) ([]Message, error) {
+	var (
+		rows *sql.Rows
+		err  error
+	)
+	if last > 0 {
+		rows, err = s.r.QueryContext(ctx, `SELECT `+messageColumns+` FROM (
+			SELECT `+messageColumns+` FROM chat_messages WHERE chat_key = $1 ORDER BY id DESC LIMIT $2
+		) AS recent ORDER BY id`, chatKey, last)
+	} else {
+		rows, err = s.r.QueryContext(ctx, `SELECT `+messageColumns+` FROM chat_messages WHERE chat_key = $1 ORDER BY id`, chatKey)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("history of %s: %w", chatKey, err)
+	}
+	ms, err := scanMessages(rows)
+	if err != nil {
+		return nil, fmt.Errorf("history of %s: %w", chatKey, err)
+	}
+	return ms, nil
+}
+
+// Reset deletes the chat's messages and broadcasts a reset event. Turns
+// and execution records are kept as the audit trail.
+func (s *Service) Reset(ctx context.Context, chatKey string) (deleted int64, err error) {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM chat_messages WHERE chat_key = $1`, chatKey)
+	if err != nil {
+		return 0, fmt.Errorf("reset %s: %w", chatKey, err)
+	}
+	n, _ := res.RowsAffected()
+	s.hub.publish(Event{Type: EventReset, ChatKey: chatKey})
+	return n, nil
+}
+
+// ClaimTurn starts a turn that answers every user message of the chat
+// not yet answered, and returns it with those messages. When none waits it
+// returns a nil turn. A message is claimed by exactly one turn.
+func (s *Service) ClaimTurn(ctx context.Context, chatKey string) (*Turn, []Message, error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("claim turn: %w", err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, `SELECT `+messageColumns+` FROM chat_messages
+		WHERE chat_key = $1 AND role = 'user' AND turn_id IS NULL ORDER BY id`, chatKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("claim turn: %w", err)
+	}
+	waiting, err := scanMessages(rows)
+	if err != nil {
+		return nil, nil, fmt.Errorf("claim turn: %w", err)
+	}
+	if len(waiting) == 0 {
+		return nil, nil, nil
+	}
+	t := &Turn{ChatKey: chatKey, Status: TurnRunning, StartedAt: time.Now().UTC().Truncate(time.Microsecond)}
+	if err := tx.QueryRowContext(ctx, `INSERT INTO chat_turns
+		(chat_key, status, error, iterations, requests, model_us, started_at, finished_at)
+		VALUES ($1, $2, '', 0, 0, 0, $3, 0) RETURNING id`, chatKey, t.Status, micros(t.StartedAt)).Scan(&t.ID); err != nil {
+		return nil, nil, fmt.Errorf("claim turn: %w", err)
+	}
+	last := waiting[len(waiting)-1].ID
+	if _, err := tx.ExecContext(ctx, `UPDATE chat_messages SET turn_id = $1
+		WHERE chat_key = $2 AND role = 'user' AND turn_id IS NULL AND id <= $3`, t.ID, chatKey, last); err != nil {
+		return nil, nil, fmt.Errorf("claim turn: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, nil, fmt.Errorf("claim turn: %w", err)
+	}
+	for i := range waiting {
+		waiting[i].TurnID = t.ID
+	}
+	s.hub.publish(Event{Type: EventTurn, ChatKey: chatKey, Turn: t})
+	return t, waiting, nil
+}
+
+// FinishTurn records how t ended and broadcasts it.
+func (s *Service) FinishTurn(ctx context.Context, t *Turn) error {
+	t.FinishedAt = time.Now().UTC().Truncate(time.Microsecond)
+	_, err := s.w.ExecContext(ctx, `UPDATE chat_turns SET status = $1, error = $2, iterations = $3, requests = $4,
+		model_us = $5, finished_at = $6 WHERE id = $7`,
+		t.Status, t.Error, t.Iterations, t.Requests, t.ModelMS*1000, micros(t.FinishedAt), t.ID)
+	if err != nil {
+		return fmt.Errorf("finish turn %d: %w", t.ID, err)
+	}
+	cp := *t
+	s.hub.publish(Event{Type: EventTurn, ChatKey: t.ChatKey, Turn: &cp})
+	return nil
+}
+
+// Turns returns the chat's turns, oldest first.
+func (s *Service) Turns(ctx context.Context, chatKey string) ([]Turn, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id, chat_key, status, error, iterations, requests, model_us, started_at, finished_at
+		FROM chat_turns WHERE chat_key = $1 ORDER BY id`, chatKey)
+	if err != nil {
+		return nil, fmt.Errorf("turns of %s: %w", chatKey, err)
+	}
+	defer rows.Close()
+	out := []Turn{}
+	for rows.Next() {
+		var (
+			t               Turn
+			modelUS, st, ft int64
+		)
+		if err := rows.Scan(&t.ID, &t.ChatKey, &t.Status, &t.Error, &t.Iterations, &t.Requests, &modelUS, &st, &ft); err != nil {
+			return nil, fmt.Errorf("turns of %s: %w", chatKey, err)
+		}
+		t.ModelMS, t.StartedAt, t.FinishedAt = modelUS/1000, fromMicros(st), fromMicros(ft)
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("turns of %s: %w", chatKey, err)
+	}
+	return out, nil
+}
+
+// InterruptStale marks the turns left running by a host that stopped
+// without finishing them. Their user messages stay answered-by-that-turn,
+// so they are not answered twice. Call it once at startup.
+func (s *Service) InterruptStale(ctx context.Context) (int64, error) {
+	res, err := s.w.ExecContext(ctx, `UPDATE chat_turns SET status = $1, error = $2, finished_at = $3 WHERE status = $4`,
+		TurnInterrupted, "the host stopped during the turn", micros(time.Now()), TurnRunning)
+	if err != nil {
+		return 0, fmt.Errorf("interrupt stale turns: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
+// WaitingChats returns the chats with user messages no turn has claimed
+// yet, e.g. posted just before the host stopped.
+func (s *Service) WaitingChats(ctx context.Context) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT DISTINCT chat_key FROM chat_messages WHERE role = 'user' AND turn_id IS NULL`)
+	if err != nil {
+		return nil, fmt.Errorf("waiting chats: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, fmt.Errorf("waiting chats: %w", err)
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// RecordRun stores the execution record of a run and broadcasts it.
+func (s *Service) RecordRun(ctx context.Context, r Run) error {
+	if r.Time.IsZero() {
+		r.Time = time.Now().UTC().Truncate(time.Microsecond)
+	}
+	calls := string(r.Calls)
+	if calls == "" {
+		calls = "[]"
+	}
+	_, err := s.w.ExecContext(ctx, `INSERT INTO chat_runs
+		(run_id, chat_key, turn_id, iteration, code, output, stop_type, exit_code, duration_ms, calls, note,
+		 agent_method, agent_result, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+		r.RunID, r.ChatKey, r.TurnID, r.Iteration, r.Code, r.Output, r.StopType, r.ExitCode, r.DurationMS, calls, r.Note,
+		r.AgentMethod, string(r.AgentResult), micros(r.Time))
+	if err != nil {
+		return fmt.Errorf("record run %s: %w", r.RunID, err)
+	}
+	s.hub.publish(Event{Type: EventRun, ChatKey: r.ChatKey, Run: &r})
+	return nil
+}
+
+// Runs returns the chat's execution records, oldest first.
+func (s *Service) Runs(ctx context.Context, chatKey string) ([]Run, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT run_id, chat_key, turn_id, iteration, code, output, stop_type, exit_code,
+		duration_ms, calls, note, agent_method, agent_result, created_at
+		FROM chat_runs WHERE chat_key = $1 ORDER BY created_at, run_id`, chatKey)
+	if err != nil {
+		return nil, fmt.Errorf("runs of %s: %w", chatKey, err)
+	}
+	defer rows.Close()
+	out := []Run{}
+	for rows.Next() {
+		var (
+			r             Run
+			calls, result string
+			at            int64
+		)
+		if err := rows.Scan(&r.RunID, &r.ChatKey, &r.TurnID, &r.Iteration, &r.Code, &r.Output, &r.StopType, &r.ExitCode,
+			&r.DurationMS, &calls, &r.Note, &r.AgentMethod, &result, &at); err != nil {
+			return nil, fmt.Errorf("runs of %s: %w", chatKey, err)
+		}
+		r.Calls, r.Time = json.RawMessage(calls), fromMicros(at)
+		if strings.TrimSpace(result) != "" {
+			r.AgentResult = json.RawMessage(result)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("runs of %s: %w", chatKey, err)
+	}
+	return out, nil
+}
