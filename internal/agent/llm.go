@@ -1,0 +1,337 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nekro-go/nekro/plugin"
+)
+
+// Environment variables that configure the model.
+const (
+	EnvBaseURL = "NEKRO_LLM_BASE_URL"
+	EnvAPIKey  = "NEKRO_LLM_API_KEY"
+	EnvModel   = "NEKRO_LLM_MODEL"
+)
+
+// LLMConfig names an OpenAI-compatible chat-completions endpoint.
+type LLMConfig struct {
+	// BaseURL is the API root, e.g. "https://api.openai.com/v1" or
+	// "http://127.0.0.1:11434/v1"; "/chat/completions" is appended unless
+	// the URL already ends with it.
+	BaseURL string
+	APIKey  string // sent as a bearer token; may be empty for local servers
+	Model   string
+	// Timeout bounds one request, from sending to the last byte of the
+	// answer; default 3 minutes.
+	Timeout time.Duration
+	// MaxRetries is how many times a request is repeated after a 429, a
+	// 5xx or a network error; default 3. Negative means none.
+	MaxRetries int
+	// RetryBase is the first backoff; it doubles each retry (with jitter),
+	// up to 20 s, unless the server sends Retry-After. Default 500 ms.
+	RetryBase time.Duration
+	// HTTPClient overrides the client used (its Timeout is ignored).
+	HTTPClient *http.Client
+}
+
+// LLMConfigFromEnv reads NEKRO_LLM_BASE_URL, NEKRO_LLM_API_KEY and
+// NEKRO_LLM_MODEL.
+func LLMConfigFromEnv() LLMConfig {
+	return LLMConfig{BaseURL: os.Getenv(EnvBaseURL), APIKey: os.Getenv(EnvAPIKey), Model: os.Getenv(EnvModel)}
+}
+
+// ErrNoModel is returned when a turn is asked for but no model is
+// configured. Its text says how to configure one.
+var ErrNoModel = errors.New("no language model is configured: set " + EnvBaseURL +
+	" (an OpenAI-compatible API root such as https://api.openai.com/v1), " + EnvModel +
+	" and, if the endpoint needs one, " + EnvAPIKey + ", then restart `nekro serve`" +
+	" (the playground, POST /api/chats/{chat}/exec, works without a model)")
+
+// Check reports whether c names a usable endpoint.
+func (c LLMConfig) Check() error {
+	if c.BaseURL == "" && c.Model == "" {
+		return ErrNoModel
+	}
+	if c.BaseURL == "" {
+		return fmt.Errorf("%s is set but %s is not: %w", EnvModel, EnvBaseURL, ErrNoModel)
+	}
+	if c.Model == "" {
+		return fmt.Errorf("%s is set but %s is not: %w", EnvBaseURL, EnvModel, ErrNoModel)
+	}
+	if !strings.HasPrefix(c.BaseURL, "http://") && !strings.HasPrefix(c.BaseURL, "https://") {
+		return fmt.Errorf("%s %q is not an http(s) URL", EnvBaseURL, c.BaseURL)
+	}
+	return nil
+}
+
+// ChatMessage is one message of a chat-completions request.
+type ChatMessage struct {
+	Role    string  `json:"role"` // "system", "user" or "assistant"
+	Content Content `json:"content"`
+}
+
+// Content is a message's content: plain text, or parts (text and images)
+// for a multimodal message.
+type Content struct {
+	Text  string
+	Parts []plugin.ContentPart
+}
+
+// MarshalJSON encodes parts as a list and text as a string.
+func (c Content) MarshalJSON() ([]byte, error) {
+	if c.Parts != nil {
+		return json.Marshal(c.Parts)
+	}
+	return json.Marshal(c.Text)
+}
+
+// UnmarshalJSON accepts a string or a list of parts.
+func (c *Content) UnmarshalJSON(b []byte) error {
+	*c = Content{}
+	if bytes.HasPrefix(bytes.TrimSpace(b), []byte("[")) {
+		return json.Unmarshal(b, &c.Parts)
+	}
+	return json.Unmarshal(b, &c.Text)
+}
+
+// String returns the text of the content, parts' texts joined.
+func (c Content) String() string {
+	if c.Parts == nil {
+		return c.Text
+	}
+	var texts []string
+	for _, p := range c.Parts {
+		if p.Type == "text" {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, "\n")
+}
+
+// TextMessage returns a message with plain text content.
+func TextMessage(role, text string) ChatMessage {
+	return ChatMessage{Role: role, Content: Content{Text: text}}
+}
+
+// Completion is the model's answer to one request.
+type Completion struct {
+	Text     string
+	Attempts int           // requests sent, retries included
+	Duration time.Duration // from the first attempt to the answer
+	Usage    Usage
+}
+
+// Usage is the token count the endpoint reported, if any.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+// Model answers chat-completions requests. Client is the real one.
+type Model interface {
+	Complete(ctx context.Context, msgs []ChatMessage) (Completion, error)
+}
+
+// Client talks to an OpenAI-compatible chat-completions endpoint.
+type Client struct {
+	cfg      LLMConfig
+	endpoint string
+	http     *http.Client
+}
+
+// NewClient checks cfg and returns a client.
+func NewClient(cfg LLMConfig) (*Client, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 3 * time.Minute
+	}
+	if cfg.MaxRetries == 0 {
+		cfg.MaxRetries = 3
+	}
+	if cfg.MaxRetries < 0 {
+		cfg.MaxRetries = 0
+	}
+	if cfg.RetryBase <= 0 {
+		cfg.RetryBase = 500 * time.Millisecond
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	endpoint := strings.TrimRight(cfg.BaseURL, "/")
+	if !strings.HasSuffix(endpoint, "/chat/completions") {
+		endpoint += "/chat/completions"
+	}
+	return &Client{cfg: cfg, endpoint: endpoint, http: hc}, nil
+}
+
+// Model returns the configured model name.
+func (c *Client) Model() string { return c.cfg.Model }
+
+// Endpoint returns the chat-completions URL requests go to.
+func (c *Client) Endpoint() string { return c.endpoint }
+
+type completionRequest struct {
+	Model    string        `json:"model"`
+	Messages []ChatMessage `json:"messages"`
+}
+
+type completionResponse struct {
+	Choices []struct {
+		Message struct {
+			Content *string `json:"content"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage Usage `json:"usage"`
+}
+
+// statusError is a non-2xx answer.
+type statusError struct {
+	code       int
+	msg        string
+	retryAfter time.Duration
+}
+
+func (e *statusError) Error() string {
+	s := fmt.Sprintf("model endpoint answered %d %s", e.code, http.StatusText(e.code))
+	if e.msg != "" {
+		s += ": " + e.msg
+	}
+	switch e.code {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		s += " (check " + EnvAPIKey + ")"
+	case http.StatusNotFound:
+		s += " (check " + EnvBaseURL + " and " + EnvModel + ")"
+	}
+	return s
+}
+
+func retryable(err error) bool {
+	var se *statusError
+	if errors.As(err, &se) {
+		return se.code == http.StatusTooManyRequests || se.code >= 500
+	}
+	// Network errors and timeouts of one attempt; a cancelled caller is
+	// checked separately.
+	return true
+}
+
+// Complete sends msgs and returns the model's reply, retrying with backoff
+// on 429, 5xx and network errors.
+func (c *Client) Complete(ctx context.Context, msgs []ChatMessage) (Completion, error) {
+	body, err := json.Marshal(completionRequest{Model: c.cfg.Model, Messages: msgs})
+	if err != nil {
+		return Completion{}, fmt.Errorf("encode request: %w", err)
+	}
+	start := time.Now()
+	var last error
+	for attempt := 0; ; attempt++ {
+		comp, err := c.once(ctx, body)
+		if err == nil {
+			comp.Attempts, comp.Duration = attempt+1, time.Since(start)
+			return comp, nil
+		}
+		last = err
+		if ctx.Err() != nil {
+			return Completion{}, fmt.Errorf("model request: %w", ctx.Err())
+		}
+		if !retryable(err) || attempt >= c.cfg.MaxRetries {
+			break
+		}
+		wait := c.cfg.RetryBase << attempt
+		wait = wait/2 + rand.N(wait/2+1)
+		var se *statusError
+		if errors.As(err, &se) && se.retryAfter > 0 {
+			wait = se.retryAfter
+		}
+		wait = min(wait, 20*time.Second)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Completion{}, fmt.Errorf("model request: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+	if c.cfg.MaxRetries > 0 && retryable(last) {
+		return Completion{}, fmt.Errorf("model request failed %d times, last: %w", c.cfg.MaxRetries+1, last)
+	}
+	return Completion{}, fmt.Errorf("model request: %w", last)
+}
+
+func (c *Client) once(ctx context.Context, body []byte) (Completion, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return Completion{}, fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	if c.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.APIKey)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return Completion{}, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	if err != nil {
+		return Completion{}, fmt.Errorf("read answer: %w", err)
+	}
+	if resp.StatusCode/100 != 2 {
+		se := &statusError{code: resp.StatusCode, msg: errorText(raw)}
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
+			se.retryAfter = time.Duration(s) * time.Second
+		}
+		return Completion{}, se
+	}
+	var cr completionResponse
+	if err := json.Unmarshal(raw, &cr); err != nil {
+		return Completion{}, fmt.Errorf("answer is not a chat completion: %w", err)
+	}
+	if len(cr.Choices) == 0 || cr.Choices[0].Message.Content == nil {
+		return Completion{}, fmt.Errorf("answer has no message content (is %s a chat-completions endpoint?)", c.endpoint)
+	}
+	return Completion{Text: *cr.Choices[0].Message.Content, Usage: cr.Usage}, nil
+}
+
+// errorText pulls the message out of an OpenAI-style error body, or a
+// short prefix of the body.
+func errorText(raw []byte) string {
+	var e struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(raw, &e) == nil && e.Error != nil {
+		var obj struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(e.Error, &obj) == nil && obj.Message != "" {
+			return obj.Message
+		}
+		var s string
+		if json.Unmarshal(e.Error, &s) == nil && s != "" {
+			return s
+		}
+	}
+	s := strings.TrimSpace(string(raw))
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}

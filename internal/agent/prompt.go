@@ -1,0 +1,153 @@
+package agent
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/nekro-go/nekro/internal/chat"
+	"github.com/nekro-go/nekro/internal/sandbox"
+)
+
+// runtimeContract is the first part of every prompt. It depends on
+// nothing that changes between requests, so a prompt cache keeps it.
+const runtimeContract = `You are the assistant of a chat. You act only by writing Python code: every reply of yours must be exactly one Python 3 script in one fenced block (` + "```python ... ```" + `), with no other text. The host runs the script in a sandbox and shows you what happened only when something needs your attention.
+
+How the sandbox works:
+- The script's working directory is /app. ./shared (/app/shared) is read-write and kept between runs of this chat; ./uploads (/app/uploads) is read-only and holds the files users sent and the files you sent.
+- There is no network access. Only the Python standard library is installed.
+- The functions listed in <plugins> below are already imported; call them as ordinary (blocking) functions. They run on the host.
+- The variable _ck holds this chat's key. Talk to the users with send_msg_text(_ck, "...") and send files from ./shared or ./uploads with send_msg_file(_ck, "/app/shared/name.png"). Printing does not reach the users. You cannot write into any other chat: a different chat key is refused.
+- A method marked [AGENT METHOD - STOP AFTER CALL] ends the run as soon as it returns: code after it is not executed. Call it last; its result is given back to you and you then write the next script.
+- If the script fails, you get its output (with the traceback) and may reply with a corrected script. Do not hide errors with try/except around everything.
+- Results of some methods appear in the chat history as SYSTEM messages.
+`
+
+// SystemPrompt returns the system message: the runtime contract, then the
+// enabled plugins' method docs. Both depend only on the binary and the
+// enabled plugins, so the message is byte-identical across requests.
+func SystemPrompt(methodDocs string) string {
+	var b strings.Builder
+	b.WriteString(runtimeContract)
+	b.WriteString("\n<plugins>\n")
+	b.WriteString(methodDocs)
+	b.WriteString("</plugins>\n")
+	return b.String()
+}
+
+// formatMessage renders one history entry on its own lines.
+func formatMessage(b *strings.Builder, m chat.Message) {
+	ts := m.Time.Format("2006-01-02 15:04:05")
+	switch m.Role {
+	case chat.User:
+		fmt.Fprintf(b, "[#%d %s] %s (user id %s):", m.ID, ts, quoteName(m.SenderName), m.SenderID)
+	case chat.Assistant:
+		fmt.Fprintf(b, "[#%d %s] you (assistant):", m.ID, ts)
+	default:
+		fmt.Fprintf(b, "[#%d %s] SYSTEM:", m.ID, ts)
+	}
+	if m.Text != "" {
+		text := strings.ReplaceAll(m.Text, "\n", "\n    ")
+		b.WriteString(" " + text)
+	}
+	b.WriteString("\n")
+	for _, a := range m.Attachments {
+		fmt.Fprintf(b, "    [%s attachment: %s (%s, %d bytes)]\n", a.Kind, a.Path, a.MIME, a.Size)
+	}
+}
+
+func quoteName(s string) string {
+	if s == "" {
+		return "(no name)"
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// HistoryPrompt renders the chat history as the user message of a turn:
+// the history oldest first (each entry numbered by its message id), then
+// which messages this turn answers. Earlier entries render identically in
+// later turns, so the prompt grows at its end only.
+func HistoryPrompt(chatKey string, history []chat.Message, answering []chat.Message) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "<chat_history chat_key=%q>\n", chatKey)
+	for _, m := range history {
+		formatMessage(&b, m)
+	}
+	b.WriteString("</chat_history>\n")
+	if len(answering) > 0 {
+		ids := make([]string, len(answering))
+		for i, m := range answering {
+			ids[i] = fmt.Sprintf("#%d", m.ID)
+		}
+		fmt.Fprintf(&b, "Answer the new message(s) %s. Reply with one Python script.\n", strings.Join(ids, ", "))
+	}
+	return b.String()
+}
+
+// Feedback caps: the head and the tail of a failed run's output are kept
+// (the traceback is at the end).
+const (
+	feedbackHead = 2000
+	feedbackTail = 4000
+)
+
+// capOutput cuts the middle of s when it is longer than the caps.
+func capOutput(s string) string {
+	if len(s) <= feedbackHead+feedbackTail {
+		return s
+	}
+	head, tail := s[:feedbackHead], s[len(s)-feedbackTail:]
+	head = strings.ToValidUTF8(head, "")
+	tail = strings.ToValidUTF8(tail, "")
+	return fmt.Sprintf("%s\n...[%d bytes cut]...\n%s", head, len(s)-feedbackHead-feedbackTail, tail)
+}
+
+// newMessagesText lists the messages written since the prompt was built
+// (what the run sent, system messages), so the model knows what already
+// happened before it tries again.
+func newMessagesText(ms []chat.Message) string {
+	if len(ms) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\nNew in the chat since your last script:\n")
+	for _, m := range ms {
+		formatMessage(&b, m)
+	}
+	return b.String()
+}
+
+// failureFeedback is the user message after a run that failed.
+func failureFeedback(stop sandbox.StopType, note, output string, attempt, max int, news []chat.Message) string {
+	var b strings.Builder
+	b.WriteString("[Sandbox Output]\n")
+	if strings.TrimSpace(output) == "" {
+		b.WriteString("(no output)\n")
+	} else {
+		b.WriteString(capOutput(output))
+		if !strings.HasSuffix(output, "\n") {
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString("---\n")
+	switch stop {
+	case sandbox.Timeout:
+		b.WriteString("The script was stopped: it ran past its time limit.")
+	case sandbox.Manual:
+		b.WriteString("The script stopped itself with exit(9).")
+	default:
+		b.WriteString("The script ended with an error.")
+	}
+	if note != "" {
+		b.WriteString(" (" + note + ")")
+	}
+	fmt.Fprintf(&b, " This was attempt %d of %d. Reply with one corrected Python script; do not repeat what already succeeded.\n", attempt, max)
+	b.WriteString(newMessagesText(news))
+	return b.String()
+}
+
+// agentFeedback is the user message after an AGENT method ended the run.
+func agentFeedback(method, result string, news []chat.Message) string {
+	return fmt.Sprintf("[Agent Method Response] %s returned:\n%s\n[result end]\n"+
+		"The code after the agent method call was NOT executed. Continue based on this response with one Python script.\n%s",
+		method, result, newMessagesText(news))
+}
