@@ -489,7 +489,7 @@ func (a *Agent) Reset(ctx context.Context, chatKey string) error {
 	if _, err := a.chats.Reset(ctx, chatKey); err != nil {
 		return err
 	}
-	if err := a.rt.Registry().ChannelReset(ctx, chatKey); err != nil {
+	if err := a.rt.ResetChat(ctx, chatKey); err != nil {
 		return fmt.Errorf("chat %s was reset, but: %w", chatKey, err)
 	}
 	return nil

@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nekro-go/nekro/internal/agent"
+	"github.com/nekro-go/nekro/internal/server"
+)
+
+func init() { subcommands = append(subcommands, newServeCmd) }
+
+func newServeCmd(g *globals) *cobra.Command {
+	var (
+		listen, baseURL, model string
+		maxIterations          int
+		shutdownTimeout        time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the chat API: messages answered by the model through sandboxed code",
+		Long: `Serve nekro's HTTP API. It needs no configuration: chats, messages and
+execution records go to the data directory's SQLite database (or PostgreSQL
+with NEKRO_DATABASE_URL), code runs in bubblewrap sandboxes, and every call
+needs the bearer token from NEKRO_API_TOKEN or, by default, the one
+generated on first start (printed once, kept in <data>/api_token).
+
+Messages are answered by an OpenAI-compatible model named by
+NEKRO_LLM_BASE_URL, NEKRO_LLM_MODEL and NEKRO_LLM_API_KEY. Without one,
+POST /api/chats/{chat}/exec still runs code in a chat's sandbox.
+
+SIGINT or SIGTERM stops the server gracefully: turns in progress may finish
+until --shutdown-timeout, then their runs are stopped.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			rc := g.config()
+			rc.WarmSpares = true
+			llm := agent.LLMConfigFromEnv()
+			llm.BaseURL, llm.Model = baseURL, model
+			srv, err := server.Start(ctx, server.Options{
+				Listen:          listen,
+				Runtime:         rc,
+				LLM:             llm,
+				Agent:           agent.Config{MaxIterations: maxIterations, Log: rc.Log},
+				Token:           os.Getenv(server.EnvAPIToken),
+				TokenOut:        cmd.OutOrStdout(),
+				ShutdownTimeout: shutdownTimeout,
+				Log:             rc.Log,
+			})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "nekro: serving on http://%s (data %s)\n", srv.Addr, rc.DataDir)
+			if srv.Model != "" {
+				fmt.Fprintf(out, "nekro: model %s at %s\n", srv.Model, llm.BaseURL)
+			} else {
+				fmt.Fprintf(out, "nekro: no model configured: messages are refused until %s and %s are set; "+
+					"POST /api/chats/{chat}/exec works now\n", agent.EnvBaseURL, agent.EnvModel)
+			}
+			<-ctx.Done()
+			fmt.Fprintln(cmd.ErrOrStderr(), "nekro: shutting down")
+			return srv.Shutdown(context.WithoutCancel(ctx))
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", envOr("NEKRO_LISTEN", server.DefaultListen), "address to listen on (env NEKRO_LISTEN)")
+	cmd.Flags().StringVar(&baseURL, "llm-base-url", os.Getenv(agent.EnvBaseURL), "OpenAI-compatible API root, e.g. https://api.openai.com/v1 (env "+agent.EnvBaseURL+")")
+	cmd.Flags().StringVar(&model, "llm-model", os.Getenv(agent.EnvModel), "model name (env "+agent.EnvModel+"); the API key is read from "+agent.EnvAPIKey+" only")
+	cmd.Flags().IntVar(&maxIterations, "max-iterations", agent.DefaultMaxIterations, "sandbox runs (and model requests) per turn at most")
+	cmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long turns may finish after SIGINT/SIGTERM")
+	return cmd
+}

@@ -1,0 +1,284 @@
+package server
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nekro-go/nekro/internal/agent"
+	"github.com/nekro-go/nekro/internal/files"
+)
+
+// Request body caps.
+const (
+	maxMessageBody = 1 << 20
+	maxExecBody    = 4 << 20
+)
+
+// Handler returns the API:
+//
+//	POST /api/chats/{chat}/messages  {"user_id","user_name","text"} -> 202, starts a turn
+//	GET  /api/chats/{chat}/messages  the history, oldest first
+//	GET  /api/chats/{chat}/events    server-sent events: messages, turns, runs, resets
+//	POST /api/chats/{chat}/reset     clears the history, fires on-channel-reset
+//	POST /api/chats/{chat}/exec      {"code","user_id"} -> the run, as `nekro exec --json`
+//	GET  /api/chats/{chat}/runs      execution records
+//	GET  /api/chats/{chat}/turns     turns and how they ended
+//	GET  /api/status                 model, plugins
+//
+// Every call needs "Authorization: Bearer <token>".
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/chats/{chat}/messages", s.postMessage)
+	mux.HandleFunc("GET /api/chats/{chat}/messages", s.getMessages)
+	mux.HandleFunc("GET /api/chats/{chat}/events", s.events)
+	mux.HandleFunc("POST /api/chats/{chat}/reset", s.reset)
+	mux.HandleFunc("POST /api/chats/{chat}/exec", s.exec)
+	mux.HandleFunc("GET /api/chats/{chat}/runs", s.getRuns)
+	mux.HandleFunc("GET /api/chats/{chat}/turns", s.getTurns)
+	mux.HandleFunc("GET /api/status", s.status)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
+	})
+	return s.auth(mux)
+}
+
+func (s *Server) auth(next http.Handler) http.Handler {
+	want := []byte("Bearer " + s.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="nekro"`)
+			writeError(w, http.StatusUnauthorized,
+				"missing or wrong API token: send Authorization: Bearer <token> (the token is in the data directory's api_token file, or %s)", EnvAPIToken)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, format string, args ...any) {
+	writeJSON(w, status, map[string]string{"error": fmt.Sprintf(format, args...)})
+}
+
+// chatKey returns the path's chat key, or writes a 400.
+func chatKey(w http.ResponseWriter, r *http.Request) (string, bool) {
+	k := r.PathValue("chat")
+	if err := files.ValidateKey("chat", k); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return "", false
+	}
+	return k, true
+}
+
+// decode reads a JSON body of at most limit bytes into v, or writes a 400.
+func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
+	body := http.MaxBytesReader(w, r.Body, limit)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, "request body over %d bytes", limit)
+		} else {
+			writeError(w, http.StatusBadRequest, "request body: %v", err)
+		}
+		return false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		writeError(w, http.StatusBadRequest, "request body: one JSON object expected")
+		return false
+	}
+	return true
+}
+
+type postMessageRequest struct {
+	UserID   string `json:"user_id"`
+	UserName string `json:"user_name"`
+	Text     string `json:"text"`
+}
+
+func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
+	key, ok := chatKey(w, r)
+	if !ok {
+		return
+	}
+	var req postMessageRequest
+	if !decode(w, r, maxMessageBody, &req) {
+		return
+	}
+	if err := s.agent.ModelError(); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "%v", err)
+		return
+	}
+	m, err := s.agent.Post(r.Context(), agent.Incoming{ChatKey: key, UserID: req.UserID, UserName: req.UserName, Text: req.Text})
+	switch {
+	case errors.Is(err, agent.ErrClosed):
+		writeError(w, http.StatusServiceUnavailable, "%v", err)
+		return
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"message": m})
+}
+
+func (s *Server) getMessages(w http.ResponseWriter, r *http.Request) {
+	key, ok := chatKey(w, r)
+	if !ok {
+		return
+	}
+	ms, err := s.chats.History(r.Context(), key, 0)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"chat_key": key, "messages": ms})
+}
+
+func (s *Server) getRuns(w http.ResponseWriter, r *http.Request) {
+	key, ok := chatKey(w, r)
+	if !ok {
+		return
+	}
+	runs, err := s.chats.Runs(r.Context(), key)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"chat_key": key, "runs": runs})
+}
+
+func (s *Server) getTurns(w http.ResponseWriter, r *http.Request) {
+	key, ok := chatKey(w, r)
+	if !ok {
+		return
+	}
+	turns, err := s.chats.Turns(r.Context(), key)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"chat_key": key, "turns": turns})
+}
+
+func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
+	key, ok := chatKey(w, r)
+	if !ok {
+		return
+	}
+	if err := s.agent.Reset(r.Context(), key); err != nil {
+		writeError(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"chat_key": key, "reset": true})
+}
+
+type execRequest struct {
+	Code   string `json:"code"`
+	UserID string `json:"user_id"`
+}
+
+func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+	key, ok := chatKey(w, r)
+	if !ok {
+		return
+	}
+	var req execRequest
+	if !decode(w, r, maxExecBody, &req) {
+		return
+	}
+	if strings.TrimSpace(req.Code) == "" {
+		writeError(w, http.StatusBadRequest, "code is empty")
+		return
+	}
+	res, err := s.agent.Exec(r.Context(), key, req.UserID, req.Code)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	type pluginInfo struct {
+		Key     string   `json:"key"`
+		Name    string   `json:"name"`
+		Methods []string `json:"methods"`
+	}
+	var plugins []pluginInfo
+	for _, p := range s.rt.Registry().Plugins() {
+		pi := pluginInfo{Key: p.Key(), Name: p.Meta().Name, Methods: []string{}}
+		for _, m := range p.Methods() {
+			pi.Methods = append(pi.Methods, m.Name)
+		}
+		plugins = append(plugins, pi)
+	}
+	st := map[string]any{"model": s.Model, "plugins": plugins, "disabled_plugins": s.rt.Registry().Disabled()}
+	if err := s.agent.ModelError(); err != nil {
+		st["model_error"] = err.Error()
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// events streams the chat's events as server-sent events until the client
+// leaves or the server shuts down. Each event's name is its type; its data
+// is the JSON of chat.Event.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	key, ok := chatKey(w, r)
+	if !ok {
+		return
+	}
+	ch, stop := s.chats.Subscribe(key)
+	defer stop()
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(w, ": subscribed to %s\n\n", key)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	ping := time.NewTicker(15 * time.Second)
+	defer ping.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.streamsDone:
+			return
+		case <-ping.C:
+			if _, err := io.WriteString(w, ": ping\n\n"); err != nil {
+				return
+			}
+		case e, ok := <-ch:
+			if !ok {
+				return // fell behind, or the service closed
+			}
+			b, err := json.Marshal(e)
+			if err != nil {
+				continue
+			}
+			if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Type, b); err != nil {
+				return
+			}
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+	}
+}

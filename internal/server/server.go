@@ -1,0 +1,241 @@
+// Package server is `nekro serve`: the runtime, the chat service and the
+// agent behind an HTTP API with bearer-token authentication.
+//
+// Start opens everything from Options and listens; Shutdown stops it
+// gracefully. Tests start a real server with Start and speak HTTP to it.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nekro-go/nekro/internal/agent"
+	"github.com/nekro-go/nekro/internal/chat"
+	"github.com/nekro-go/nekro/internal/db"
+	"github.com/nekro-go/nekro/internal/runtime"
+)
+
+// Defaults of Options.
+const (
+	DefaultListen          = "127.0.0.1:8021"
+	DefaultShutdownTimeout = 30 * time.Second
+	// EnvDatabaseURL selects PostgreSQL instead of the embedded SQLite, for
+	// the KV store and the chats alike.
+	EnvDatabaseURL = "NEKRO_DATABASE_URL"
+	// EnvAPIToken sets the API token instead of the generated one.
+	EnvAPIToken = "NEKRO_API_TOKEN"
+)
+
+// Options configure a server. The zero value (plus Runtime.DataDir) is a
+// working setup: SQLite in the data directory (Runtime.DatabaseURL or
+// NEKRO_DATABASE_URL choose another database for the KV store and the
+// chats alike), bubblewrap sandboxes, a generated token, and no model
+// until LLM names one.
+type Options struct {
+	Listen  string         // default 127.0.0.1:8021
+	Runtime runtime.Config // data directory, interpreter, limits, plugins
+	LLM     agent.LLMConfig
+	Agent   agent.Config
+	// Token is the API token; empty means the one stored in the data
+	// directory, generated (and written to TokenOut) on first start.
+	Token    string
+	TokenOut io.Writer
+	// ShutdownTimeout is how long Shutdown lets turns and requests finish
+	// when its context has no deadline.
+	ShutdownTimeout time.Duration
+	Log             *slog.Logger
+}
+
+// Server is a running nekro server.
+type Server struct {
+	// Addr is the address it listens on (useful with port 0).
+	Addr string
+	// Token is the bearer token every API call needs.
+	Token string
+	// Model is the configured model's name, "" when none.
+	Model string
+
+	opts    Options
+	log     *slog.Logger
+	rt      *runtime.Runtime
+	chats   *chat.Service
+	agent   *agent.Agent
+	closeDB func() error
+	http    *http.Server
+	ln      net.Listener
+	served  chan error
+
+	streamsDone chan struct{} // closed at shutdown: ends event streams
+	closeOnce   sync.Once
+}
+
+// Start opens the database, the runtime and the agent, and starts
+// listening. The caller must call Shutdown.
+func Start(ctx context.Context, opts Options) (s *Server, err error) {
+	if opts.Listen == "" {
+		opts.Listen = DefaultListen
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.Runtime.Log == nil {
+		opts.Runtime.Log = opts.Log
+	}
+	if opts.Agent.Log == nil {
+		opts.Agent.Log = opts.Log
+	}
+	s = &Server{opts: opts, log: opts.Log, streamsDone: make(chan struct{}), served: make(chan error, 1)}
+	var cleanups []func()
+	defer func() {
+		if err != nil {
+			for i := len(cleanups) - 1; i >= 0; i-- {
+				cleanups[i]()
+			}
+		}
+	}()
+
+	s.rt, err = runtime.Open(ctx, opts.Runtime)
+	if err != nil {
+		return nil, err
+	}
+	cleanups = append(cleanups, func() { s.rt.Close(context.WithoutCancel(ctx)) })
+	if err := s.rt.Runner().Check(ctx); err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+
+	d, closeDB, err := openDatabase(ctx, s.rt, opts.Runtime.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	s.closeDB = closeDB
+	cleanups = append(cleanups, func() { closeDB() })
+	s.chats, err = chat.Open(ctx, d, s.rt.Layout(), opts.Log)
+	if err != nil {
+		return nil, err
+	}
+	cleanups = append(cleanups, func() { s.chats.Close() })
+
+	var model agent.Model
+	if err := opts.LLM.Check(); err != nil {
+		opts.Agent.NoModel = err
+		if !errors.Is(err, agent.ErrNoModel) || opts.LLM.BaseURL != "" || opts.LLM.Model != "" {
+			s.log.Warn("model configuration incomplete", "err", err)
+		}
+	} else {
+		c, err := agent.NewClient(opts.LLM)
+		if err != nil {
+			return nil, err
+		}
+		model, s.Model = c, c.Model()
+	}
+	s.agent = agent.New(s.rt, s.chats, model, opts.Agent)
+
+	s.Token = opts.Token
+	if s.Token == "" {
+		s.Token, err = loadOrCreateToken(s.rt.Layout().Root, opts.TokenOut)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	s.ln, err = net.Listen("tcp", opts.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	s.Addr = s.ln.Addr().String()
+	s.http = &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(opts.Log.Handler(), slog.LevelWarn),
+	}
+	s.http.RegisterOnShutdown(func() { s.closeStreams() })
+	if err := s.agent.Resume(ctx); err != nil {
+		s.ln.Close()
+		return nil, err
+	}
+	go func() { s.served <- s.http.Serve(s.ln) }()
+	return s, nil
+}
+
+func (s *Server) closeStreams() { s.closeOnce.Do(func() { close(s.streamsDone) }) }
+
+// Shutdown stops the server gracefully: it stops accepting connections,
+// lets requests and turns in progress finish until ctx ends (or
+// ShutdownTimeout passes, when ctx has no deadline), then stops the runs
+// still going (they end as MANUAL), runs the plugins' cleanup hooks and
+// closes the database.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.opts.ShutdownTimeout)
+		defer cancel()
+	}
+	var errs []error
+	s.closeStreams()
+	if err := s.http.Shutdown(ctx); err != nil {
+		s.http.Close()
+		errs = append(errs, fmt.Errorf("http: %w", err))
+	}
+	if err := s.agent.Shutdown(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	cleanup := context.WithoutCancel(ctx)
+	if err := s.rt.Close(cleanup); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.chats.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.closeDB(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := <-s.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// openDatabase opens the database the KV store uses, read the same way
+// (internal/kv/kvopen): a postgres:// URL, "sqlite:PATH" or "file:PATH",
+// or by default the data directory's nekro.db.
+func openDatabase(ctx context.Context, rt *runtime.Runtime, url string) (chat.Database, func() error, error) {
+	if url == "" {
+		url = os.Getenv(EnvDatabaseURL)
+	}
+	path := ""
+	switch {
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		pool, err := db.OpenPostgres(ctx, url)
+		if err != nil {
+			return chat.Database{}, nil, err
+		}
+		return chat.Database{Postgres: pool}, func() error { pool.Close(); return nil }, nil
+	case url == "", url == "sqlite:":
+		path = rt.Layout().Database()
+	case strings.HasPrefix(url, "sqlite:"):
+		path = strings.TrimPrefix(strings.TrimPrefix(url, "sqlite:"), "//")
+	case strings.HasPrefix(url, "file:"):
+		path = strings.TrimPrefix(url, "file:")
+	default:
+		scheme, _, _ := strings.Cut(url, ":")
+		return chat.Database{}, nil, fmt.Errorf("database URL scheme %q is not one of postgres, postgresql, sqlite, file", scheme)
+	}
+	d, err := db.OpenSQLite(ctx, path, db.SQLiteOptions{})
+	if err != nil {
+		return chat.Database{}, nil, err
+	}
+	return chat.Database{SQLite: d}, d.Close, nil
+}
