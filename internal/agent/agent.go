@@ -308,7 +308,7 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 	for i := 1; i <= a.cfg.MaxIterations; i++ {
 		comp, err := a.model.Complete(ctx, msgs)
 		turn.Requests++
-		turn.ModelMS += comp.Duration.Milliseconds()
+		turn.ModelUS += comp.Duration.Microseconds()
 		if err != nil {
 			fail(chat.TurnFailed, "the model did not answer: %v", err)
 			return

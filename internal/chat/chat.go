@@ -72,7 +72,7 @@ type Turn struct {
 	Error      string    `json:"error,omitempty"`
 	Iterations int       `json:"iterations"`     // sandbox runs
 	Requests   int       `json:"model_requests"` // model requests
-	ModelMS    int64     `json:"model_ms"`       // time spent waiting for the model
+	ModelUS    int64     `json:"model_us"`       // time spent waiting for the model, µs
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
 }

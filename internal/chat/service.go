@@ -219,7 +219,7 @@ func (s *Service) FinishTurn(ctx context.Context, t *Turn) error {
 	t.FinishedAt = time.Now().UTC().Truncate(time.Microsecond)
 	_, err := s.w.ExecContext(ctx, `UPDATE chat_turns SET status = $1, error = $2, iterations = $3, requests = $4,
 		model_us = $5, finished_at = $6 WHERE id = $7`,
-		t.Status, t.Error, t.Iterations, t.Requests, t.ModelMS*1000, micros(t.FinishedAt), t.ID)
+		t.Status, t.Error, t.Iterations, t.Requests, t.ModelUS, micros(t.FinishedAt), t.ID)
 	if err != nil {
 		return fmt.Errorf("finish turn %d: %w", t.ID, err)
 	}
@@ -239,13 +239,13 @@ func (s *Service) Turns(ctx context.Context, chatKey string) ([]Turn, error) {
 	out := []Turn{}
 	for rows.Next() {
 		var (
-			t               Turn
-			modelUS, st, ft int64
+			t      Turn
+			st, ft int64
 		)
-		if err := rows.Scan(&t.ID, &t.ChatKey, &t.Status, &t.Error, &t.Iterations, &t.Requests, &modelUS, &st, &ft); err != nil {
+		if err := rows.Scan(&t.ID, &t.ChatKey, &t.Status, &t.Error, &t.Iterations, &t.Requests, &t.ModelUS, &st, &ft); err != nil {
 			return nil, fmt.Errorf("turns of %s: %w", chatKey, err)
 		}
-		t.ModelMS, t.StartedAt, t.FinishedAt = modelUS/1000, fromMicros(st), fromMicros(ft)
+		t.StartedAt, t.FinishedAt = fromMicros(st), fromMicros(ft)
 		out = append(out, t)
 	}
 	if err := rows.Err(); err != nil {
