@@ -93,7 +93,7 @@ func (f *FS) forwardHostPath(ctx context.Context, hostPath, name string) (string
 				return "", fmt.Errorf("forward: plugin data dir: %w", errOnly(err))
 			}
 			defer r.Close()
-			src, err := r.Open(rel)
+			src, err := openNoBlock(r, rel, os.O_RDONLY, 0)
 			if err != nil {
 				if escapes(r, rel) {
 					return "", fmt.Errorf("forward %s: %w: a symlink leads out of the plugin's data directory", rel, plugin.ErrPathRefused)

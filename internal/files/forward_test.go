@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -244,9 +245,9 @@ func TestDownloads(t *testing.T) {
 }
 
 func TestDownloadRefusesPrivateAddressesByDefault(t *testing.T) {
-	hits := 0
+	var hits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits++
+		hits.Add(1)
 		io.WriteString(w, "internal secret")
 	}))
 	defer srv.Close()
@@ -267,8 +268,8 @@ func TestDownloadRefusesPrivateAddressesByDefault(t *testing.T) {
 			t.Errorf("Download(%q): %v; want a private-address refusal", u, err)
 		}
 	}
-	if hits != 0 {
-		t.Errorf("the server was reached %d times", hits)
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the server was reached %d times", n)
 	}
 	if names := sharedEntries(t, fsys); len(names) != 0 {
 		t.Errorf("refused downloads left %v", names)

@@ -149,7 +149,7 @@ func (f *FS) Open(sandboxPath string) (*os.File, error) {
 		return nil, fmt.Errorf("open %s: %w", sandboxPath, err)
 	}
 	defer r.Close()
-	file, err := r.Open(rel)
+	file, err := openNoBlock(r, rel, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, f.opError("open", sandboxPath, r, rel, err)
 	}
@@ -167,9 +167,14 @@ func (f *FS) ReadFile(sandboxPath string) ([]byte, error) {
 		return nil, fmt.Errorf("read %s: %w", sandboxPath, err)
 	}
 	defer r.Close()
-	b, err := r.ReadFile(rel)
+	file, err := openNoBlock(r, rel, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, f.opError("read", sandboxPath, r, rel, err)
+	}
+	defer file.Close()
+	b, err := io.ReadAll(file)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", sandboxPath, errOnly(err))
 	}
 	return b, nil
 }
@@ -193,7 +198,7 @@ func (f *FS) Create(sandboxPath string) (*os.File, error) {
 	if err := mkdirAllRooted(r, filepath.Dir(rel), own); err != nil {
 		return nil, f.opError("create", sandboxPath, r, rel, err)
 	}
-	file, err := r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	file, err := openNoBlock(r, rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, f.opError("create", sandboxPath, r, rel, err)
 	}
@@ -348,6 +353,30 @@ func mkdirAllRooted(r *os.Root, dir string, o owner) error {
 		}
 	}
 	return nil
+}
+
+// errNotRegular refuses FIFOs, sockets and devices the sandbox planted.
+var errNotRegular = errors.New("not a regular file or directory")
+
+// openNoBlock opens name beneath r without blocking: a FIFO planted by the
+// sandbox would otherwise hang the open (and the plugin's call) until
+// someone opens its other end. Only regular files and, for reading,
+// directories are returned.
+func openNoBlock(r *os.Root, name string, flag int, perm os.FileMode) (*os.File, error) {
+	file, err := r.OpenFile(name, flag|syscall.O_NONBLOCK, perm)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := file.Stat()
+	if err != nil {
+		file.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() && !(fi.IsDir() && flag&(os.O_WRONLY|os.O_RDWR) == 0) {
+		file.Close()
+		return nil, errNotRegular
+	}
+	return file, nil
 }
 
 // readerCtx stops a copy when ctx is done.

@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nekro-go/nekro/plugin"
 )
@@ -210,5 +212,34 @@ func TestForwardFromPluginDirRefusesEscapingLink(t *testing.T) {
 	// Without a plugin bound, the plugin dir is not a source at all.
 	if sp, err := fsys.MixedForwardFile(ctx, filepath.Join(dir, "exports", "ok.csv"), ""); err == nil {
 		t.Errorf("unbound MixedForwardFile(plugin file) = %q; want a refusal", sp)
+	}
+}
+
+// A FIFO planted in /app/shared is refused at once: opening it must not
+// hang the plugin's call until someone opens the other end.
+func TestPlantedFIFOIsRefusedWithoutBlocking(t *testing.T) {
+	fsys, _ := newTestFS(t, "chat-1", Options{})
+	if err := syscall.Mkfifo(filepath.Join(fsys.SharedPath(), "pipe"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if b, err := fsys.ReadFile("/app/shared/pipe"); err == nil {
+			t.Errorf("ReadFile(fifo) = %q", b)
+		}
+		if f, err := fsys.Open("/app/shared/pipe"); err == nil {
+			f.Close()
+			t.Error("Open(fifo) succeeded")
+		}
+		if f, err := fsys.Create("/app/shared/pipe"); err == nil {
+			f.Close()
+			t.Error("Create(fifo) succeeded")
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a FIFO in /app/shared blocked the file bridge")
 	}
 }
