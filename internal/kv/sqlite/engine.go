@@ -11,8 +11,11 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"sync"
 	"time"
 
 	"github.com/nekro-go/nekro/internal/db"
@@ -27,8 +30,10 @@ type Engine struct {
 	d   *db.SQLite
 	own bool
 
-	get, list, usage          *sql.Stmt // on the readers
-	wGet, wUsage, upsert, del *sql.Stmt // on the writer
+	get, list, usage *sql.Stmt // on the readers
+
+	wmu sync.Mutex
+	ws  map[any]*wstmts // the writer's statements, by driver connection
 }
 
 var _ kv.Engine = (*Engine)(nil)
@@ -70,13 +75,6 @@ func New(ctx context.Context, d *db.SQLite) (*Engine, error) {
 		WHERE plugin = ? AND chat_key = ? AND user_key = ? AND store_key > ? AND store_key >= ? AND store_key < ?
 		ORDER BY store_key LIMIT ?`)
 	prep(d.Read, &e.usage, `SELECT bytes, keys FROM kv_usage WHERE plugin = ?`)
-	prep(d.Write, &e.wGet, `SELECT value, size, expires_at FROM kv`+where)
-	prep(d.Write, &e.wUsage, `SELECT bytes, keys FROM kv_usage WHERE plugin = ?`)
-	prep(d.Write, &e.upsert, `INSERT INTO kv (plugin, chat_key, user_key, store_key, value, size, expires_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (plugin, chat_key, user_key, store_key) DO UPDATE SET
-			value = excluded.value, size = excluded.size, expires_at = excluded.expires_at, updated_at = excluded.updated_at`)
-	prep(d.Write, &e.del, `DELETE FROM kv`+where)
 	if err != nil {
 		e.closeStmts()
 		return nil, fmt.Errorf("kv sqlite: prepare: %w", err)
@@ -115,58 +113,170 @@ func (e *Engine) Get(ctx context.Context, k kv.Key) (kv.Entry, bool, error) {
 	return kv.Entry{Key: k, Value: string(v), ExpiresAt: fromMillis(exp), Size: kv.Size(k.Name, string(v))}, true, nil
 }
 
-// Apply implements kv.Engine.
-func (e *Engine) Apply(ctx context.Context, k kv.Key, withUsage bool, fn kv.ApplyFunc) (err error) {
-	tx, err := e.d.Write.BeginTx(ctx, nil) // BEGIN IMMEDIATE
+// Apply implements kv.Engine. It works on the writer's driver connection
+// directly, with statements prepared once on it (BEGIN and COMMIT too):
+// database/sql's transaction machinery cost as much as the SQL itself.
+func (e *Engine) Apply(ctx context.Context, k kv.Key, withUsage bool, fn kv.ApplyFunc) error {
+	c, err := e.d.Write.Conn(ctx)
 	if err != nil {
+		return fmt.Errorf("sqlite writer: %w", err)
+	}
+	defer c.Close()
+	return c.Raw(func(dc any) error { return e.apply(ctx, dc, k, withUsage, fn) })
+}
+
+// wstmts are the writer's statements on one driver connection.
+type wstmts struct {
+	begin, commit, rollback, get, usage, upsert, del driver.Stmt
+}
+
+func (w *wstmts) close() {
+	for _, s := range []driver.Stmt{w.begin, w.commit, w.rollback, w.get, w.usage, w.upsert, w.del} {
+		if s != nil {
+			s.Close()
+		}
+	}
+}
+
+// writerStmts returns the statements prepared on dc, preparing them on
+// first use. The writer pool has one connection, replaced only if it
+// breaks.
+func (e *Engine) writerStmts(dc any) (*wstmts, error) {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	if w := e.ws[dc]; w != nil {
+		return w, nil
+	}
+	conn, ok := dc.(driver.Conn)
+	if !ok {
+		return nil, fmt.Errorf("driver connection %T is not a driver.Conn", dc)
+	}
+	w := &wstmts{}
+	var err error
+	prep := func(dst *driver.Stmt, q string) {
+		if err == nil {
+			*dst, err = conn.Prepare(q)
+		}
+	}
+	const where = ` WHERE plugin = ? AND chat_key = ? AND user_key = ? AND store_key = ?`
+	prep(&w.begin, `BEGIN IMMEDIATE`)
+	prep(&w.commit, `COMMIT`)
+	prep(&w.rollback, `ROLLBACK`)
+	prep(&w.get, `SELECT value, size, expires_at FROM kv`+where)
+	prep(&w.usage, `SELECT bytes, keys FROM kv_usage WHERE plugin = ?`)
+	prep(&w.upsert, `INSERT INTO kv (plugin, chat_key, user_key, store_key, value, size, expires_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (plugin, chat_key, user_key, store_key) DO UPDATE SET
+			value = excluded.value, size = excluded.size, expires_at = excluded.expires_at, updated_at = excluded.updated_at`)
+	prep(&w.del, `DELETE FROM kv`+where)
+	if err != nil {
+		w.close()
+		return nil, fmt.Errorf("sqlite prepare: %w", err)
+	}
+	if e.ws == nil {
+		e.ws = map[any]*wstmts{}
+	}
+	e.ws[dc] = w
+	return w, nil
+}
+
+func named(vs ...any) []driver.NamedValue {
+	out := make([]driver.NamedValue, len(vs))
+	for i, v := range vs {
+		out[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
+	}
+	return out
+}
+
+func execStmt(ctx context.Context, s driver.Stmt, args ...any) error {
+	_, err := s.(driver.StmtExecContext).ExecContext(ctx, named(args...))
+	return err
+}
+
+// queryRow runs s and scans its first row into dest; found is false when
+// there is none.
+func queryRow(s driver.Stmt, dest []driver.Value, args ...any) (found bool, err error) {
+	rows, err := s.(driver.StmtQueryContext).QueryContext(context.Background(), named(args...))
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	switch err := rows.Next(dest); {
+	case errors.Is(err, io.EOF):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
+}
+
+func (e *Engine) apply(ctx context.Context, dc any, k kv.Key, withUsage bool, fn kv.ApplyFunc) (err error) {
+	w, err := e.writerStmts(dc)
+	if err != nil {
+		return err
+	}
+	// BEGIN IMMEDIATE may wait for another process's write lock; ctx ends
+	// that wait. Inside the transaction nothing waits, so the statements
+	// run without the per-call watcher a cancellable context costs.
+	if err := execStmt(ctx, w.begin); err != nil {
 		return fmt.Errorf("sqlite begin: %w", err)
 	}
+	bg := context.Background()
+	done := false
 	defer func() {
-		if err != nil {
-			tx.Rollback()
+		if !done {
+			execStmt(bg, w.rollback)
 		}
 	}()
 	var cur kv.Entry
-	var v []byte
-	var exp int64
-	found := true
-	err = tx.StmtContext(ctx, e.wGet).QueryRowContext(ctx, k.Plugin, k.Chat, k.User, k.Name).Scan(&v, &cur.Size, &exp)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		found, cur = false, kv.Entry{}
-	case err != nil:
+	dest := make([]driver.Value, 3)
+	found, err := queryRow(w.get, dest, k.Plugin, k.Chat, k.User, k.Name)
+	if err != nil {
 		return fmt.Errorf("sqlite read: %w", err)
-	default:
-		cur.Key, cur.Value, cur.ExpiresAt = k, string(v), fromMillis(exp)
+	}
+	if found {
+		v, _ := dest[0].([]byte)
+		size, _ := dest[1].(int64)
+		exp, _ := dest[2].(int64)
+		cur = kv.Entry{Key: k, Value: string(v), Size: size, ExpiresAt: fromMillis(exp)}
 	}
 	var u kv.Usage
 	if withUsage {
-		err = tx.StmtContext(ctx, e.wUsage).QueryRowContext(ctx, k.Plugin).Scan(&u.Bytes, &u.Keys)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		if ok, err := queryRow(w.usage, dest[:2], k.Plugin); err != nil {
 			return fmt.Errorf("sqlite usage: %w", err)
+		} else if ok {
+			u.Bytes, _ = dest[0].(int64)
+			u.Keys, _ = dest[1].(int64)
 		}
 	}
 	ch, err := fn(cur, found, u)
 	if err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	switch ch.Op {
 	case kv.Keep:
-		return tx.Rollback() // nothing written; releases the lock
+		return nil // the deferred rollback ends the transaction
 	case kv.Put:
-		_, err = tx.StmtContext(ctx, e.upsert).ExecContext(ctx, k.Plugin, k.Chat, k.User, k.Name,
+		err = execStmt(bg, w.upsert, k.Plugin, k.Chat, k.User, k.Name,
 			[]byte(ch.Value), kv.Size(k.Name, ch.Value), millis(ch.ExpiresAt), time.Now().UnixMilli())
 	case kv.Remove:
-		_, err = tx.StmtContext(ctx, e.del).ExecContext(ctx, k.Plugin, k.Chat, k.User, k.Name)
+		if !found {
+			return nil
+		}
+		err = execStmt(bg, w.del, k.Plugin, k.Chat, k.User, k.Name)
 	default:
 		err = fmt.Errorf("unknown op %d", ch.Op)
 	}
 	if err != nil {
 		return fmt.Errorf("sqlite write: %w", err)
 	}
-	if err = tx.Commit(); err != nil {
+	if err := execStmt(bg, w.commit); err != nil {
 		return fmt.Errorf("sqlite commit: %w", err)
 	}
+	done = true
 	return nil
 }
 
@@ -238,10 +348,23 @@ func (e *Engine) Usage(ctx context.Context, plugin string) (kv.Usage, error) {
 }
 
 func (e *Engine) closeStmts() {
-	for _, s := range []*sql.Stmt{e.get, e.list, e.usage, e.wGet, e.wUsage, e.upsert, e.del} {
+	for _, s := range []*sql.Stmt{e.get, e.list, e.usage} {
 		if s != nil {
 			s.Close()
 		}
+	}
+	// The writer's statements live on its connection: close them there.
+	if c, err := e.d.Write.Conn(context.Background()); err == nil {
+		c.Raw(func(dc any) error {
+			e.wmu.Lock()
+			defer e.wmu.Unlock()
+			if w := e.ws[dc]; w != nil {
+				w.close()
+			}
+			e.ws = nil
+			return nil
+		})
+		c.Close()
 	}
 }
 
