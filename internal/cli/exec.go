@@ -49,7 +49,7 @@ The exit status is 0 when the code ends normally, else its stop type:
 			}
 			defer rt.Close(ctx)
 			for _, u := range uploads {
-				if _, err := rt.ImportUpload(chat, u); err != nil {
+				if _, err := rt.ImportUpload(ctx, chat, u); err != nil {
 					return err
 				}
 			}

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -215,40 +214,8 @@ func newRunID() string {
 }
 
 // ImportUpload copies the host file src into the chat's uploads, where the
-// sandbox sees it read-only at /app/uploads/<name>. It returns the sandbox
-// path.
-func (rt *Runtime) ImportUpload(chatKey, src string) (string, error) {
-	if err := files.ValidateKey("chat", chatKey); err != nil {
-		return "", err
-	}
-	name := filepath.Base(src)
-	if name == "." || name == "/" || name == ".." {
-		return "", fmt.Errorf("upload %s: not a file name", src)
-	}
-	dir := rt.layout.UploadsDir(chatKey)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("uploads dir: %w", err)
-	}
-	in, err := os.Open(src)
-	if err != nil {
-		return "", fmt.Errorf("upload: %w", err)
-	}
-	defer in.Close()
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return "", fmt.Errorf("uploads dir: %w", err)
-	}
-	defer root.Close()
-	out, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return "", fmt.Errorf("upload %s: %w", name, err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return "", fmt.Errorf("upload %s: %w", name, err)
-	}
-	if err := out.Close(); err != nil {
-		return "", fmt.Errorf("upload %s: %w", name, err)
-	}
-	return "/app/uploads/" + name, nil
+// sandbox sees it read-only at /app/uploads/<name> (the name sanitized, the
+// write atomic). It returns the sandbox path.
+func (rt *Runtime) ImportUpload(ctx context.Context, chatKey, src string) (string, error) {
+	return files.ImportUpload(ctx, rt.layout, chatKey, src)
 }

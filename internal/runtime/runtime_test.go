@@ -359,14 +359,14 @@ func TestSandboxIsolation(t *testing.T) {
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
 	// Another chat's upload and the database file exist on the host.
-	other, err := rt.ImportUpload("chat-b", writeFile(t, "secret-b.txt", "chat B secret"))
+	other, err := rt.ImportUpload(context.Background(), "chat-b", writeFile(t, "secret-b.txt", "chat B secret"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = other
 	db := filepath.Join(rt.Layout().Root, "nekro.db")
 	os.WriteFile(db, []byte("db"), 0o600)
-	if _, err := rt.ImportUpload("chat-a", writeFile(t, "mine.txt", "mine")); err != nil {
+	if _, err := rt.ImportUpload(context.Background(), "chat-a", writeFile(t, "mine.txt", "mine")); err != nil {
 		t.Fatal(err)
 	}
 	wd, _ := os.Getwd()
