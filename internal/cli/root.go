@@ -23,6 +23,8 @@ type globals struct {
 	dataDir  string
 	python   string
 	logLevel string
+	sandbox  string
+	image    string
 }
 
 // ExitError asks Main to exit with Code after printing nothing more.
@@ -44,6 +46,8 @@ func NewRoot() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.dataDir, "data", envOr("NEKRO_DATA_DIR", "data"), "data directory (env NEKRO_DATA_DIR)")
 	root.PersistentFlags().StringVar(&g.python, "python", envOr("NEKRO_PYTHON", "/usr/bin/python3"), "Python interpreter inside the sandbox (env NEKRO_PYTHON)")
+	root.PersistentFlags().StringVar(&g.sandbox, "sandbox", envOr("NEKRO_SANDBOX", "bwrap"), "sandbox backend: bwrap or docker (env NEKRO_SANDBOX)")
+	root.PersistentFlags().StringVar(&g.image, "docker-image", envOr("NEKRO_DOCKER_IMAGE", "nekro-sandbox"), "image of the docker sandbox backend (env NEKRO_DOCKER_IMAGE)")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", envOr("NEKRO_LOG_LEVEL", "warn"), "debug, info, warn or error (env NEKRO_LOG_LEVEL)")
 	for _, sub := range subcommands {
 		root.AddCommand(sub(g))
@@ -84,6 +88,7 @@ func (g *globals) logger() *slog.Logger {
 // config returns the runtime configuration from the shared flags.
 func (g *globals) config() runtime.Config {
 	return runtime.Config{DataDir: g.dataDir, Python: g.python, Log: g.logger(),
+		Sandbox: g.sandbox, DockerImage: g.image, DockerArgs: strings.Fields(os.Getenv("NEKRO_DOCKER_ARGS")),
 		Files: files.Options{AllowPrivateNetworks: envTrue(files.AllowPrivateEnv)}}
 }
 

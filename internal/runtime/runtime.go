@@ -20,6 +20,7 @@ import (
 	"github.com/nekro-go/nekro/internal/registry"
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/internal/sandbox/bwrap"
+	"github.com/nekro-go/nekro/internal/sandbox/docker"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -44,6 +45,12 @@ type Config struct {
 	SpareIdle time.Duration
 	// MaxSpares bounds the warm sandboxes kept; default 32.
 	MaxSpares int
+	// Sandbox names the backend: "bwrap" (default) or "docker".
+	Sandbox string
+	// DockerImage is the image of the docker backend; default nekro-sandbox.
+	DockerImage string
+	// DockerArgs are extra `docker run` arguments (e.g. --runtime=runsc).
+	DockerArgs []string
 	// Runner overrides the sandbox backend (default bubblewrap).
 	Runner sandbox.Runner
 	// Files tunes the file bridge: download cap, timeout, and whether
@@ -66,7 +73,8 @@ type Runtime struct {
 	runner   sandbox.Runner
 	log      *slog.Logger
 	runSlots chan struct{}
-	// sandboxUID owns sandbox-writable directories; -1 when the host is not root.
+	// sandboxUID owns sandbox-writable directories; -1 when the sandbox
+	// acts as the host's own uid.
 	sandboxUID, sandboxGID int
 	runsDir                string  // this process's run directories
 	spares                 *spares // nil unless Config.WarmSpares
@@ -101,12 +109,29 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	rt := &Runtime{cfg: cfg, layout: layout, registry: reg, log: cfg.Log,
 		runSlots: make(chan struct{}, cfg.MaxConcurrentRuns), sandboxUID: -1, sandboxGID: -1}
-	if cfg.Runner != nil {
-		rt.runner = cfg.Runner
-	} else {
-		b := bwrap.New(cfg.Python)
-		rt.sandboxUID, rt.sandboxGID = b.SandboxUID()
-		rt.runner = b
+	rt.runner = cfg.Runner
+	if rt.runner == nil {
+		switch cfg.Sandbox {
+		case "", "bwrap":
+			rt.runner = bwrap.New(cfg.Python)
+		case "docker":
+			d := docker.New(cfg.DockerImage)
+			if cfg.Python != "" {
+				d.Python = cfg.Python
+			}
+			d.ExtraArgs = cfg.DockerArgs
+			rt.runner = d
+		default:
+			return nil, fmt.Errorf("unknown sandbox backend %q (use bwrap or docker)", cfg.Sandbox)
+		}
+	}
+	if s, ok := rt.runner.(sandbox.Sweeper); ok {
+		if err := s.Sweep(ctx); err != nil {
+			cfg.Log.Warn("cannot remove sandboxes left by killed hosts", "err", err)
+		}
+	}
+	if o, ok := rt.runner.(sandbox.Owner); ok {
+		rt.sandboxUID, rt.sandboxGID = o.SandboxUID()
 	}
 	if err := rt.prepareDataDir(); err != nil {
 		return nil, err
@@ -195,20 +220,9 @@ func (rt *Runtime) prepareDataDir() error {
 	if err := os.Chmod(rt.runsDir, 0o711); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	if rt.sandboxUID >= 0 {
-		// bwrap runs as the sandbox user and must reach the mount sources.
-		for dir := filepath.Dir(root); ; dir = filepath.Dir(dir) {
-			st, err := os.Stat(dir)
-			if err != nil {
-				return fmt.Errorf("data dir parent %s: %w", dir, err)
-			}
-			if st.Mode().Perm()&0o001 == 0 {
-				return fmt.Errorf("data dir %s is not reachable by the sandbox user (uid %d): %s is not traversable; "+
-					"run `chmod o+x %s` or choose another --data directory", root, rt.sandboxUID, dir, dir)
-			}
-			if dir == "/" {
-				break
-			}
+	if c, ok := rt.runner.(sandbox.MountChecker); ok {
+		if err := c.CheckMountSource(root); err != nil {
+			return fmt.Errorf("data dir: %w", err)
 		}
 	}
 	return nil

@@ -96,6 +96,28 @@ type Runner interface {
 	Check(ctx context.Context) error
 }
 
+// Owner is implemented by runners whose sandboxes act as one host uid:
+// directories the sandbox writes (its /app/shared) must belong to it.
+type Owner interface {
+	// SandboxUID returns that uid and gid, or -1, -1 when the sandbox acts
+	// as the host process's own uid.
+	SandboxUID() (uid, gid int)
+}
+
+// MountChecker is implemented by runners that need the data directory to
+// be reachable in a particular way before they can mount from it.
+type MountChecker interface {
+	// CheckMountSource returns an error saying how to fix dir if sandboxes
+	// cannot mount directories beneath it.
+	CheckMountSource(dir string) error
+}
+
+// Sweeper is implemented by runners whose sandboxes can outlive a killed
+// host (containers): Sweep removes those of hosts that are gone.
+type Sweeper interface {
+	Sweep(ctx context.Context) error
+}
+
 // Process is a started sandbox.
 type Process interface {
 	// Release lets the code run; the run's main.py must be in place.

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -46,6 +47,31 @@ func (r *Runner) SandboxUID() (uid, gid int) {
 	}
 	return r.UID, r.GID
 }
+
+// CheckMountSource checks that every parent of dir is traversable by the
+// sandbox uid: bwrap runs as that uid and opens the mount sources itself.
+func (r *Runner) CheckMountSource(dir string) error {
+	uid, _ := r.SandboxUID()
+	if uid < 0 {
+		return nil
+	}
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil {
+			return fmt.Errorf("parent %s: %w", d, err)
+		}
+		if st.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("%s is not reachable by the sandbox user (uid %d): %s is not traversable; "+
+				"run `chmod o+x %s` or choose another --data directory", dir, uid, d, d)
+		}
+		if d == "/" {
+			return nil
+		}
+	}
+}
+
+var _ sandbox.MountChecker = (*Runner)(nil)
+var _ sandbox.Owner = (*Runner)(nil)
 
 func (r *Runner) bwrapPath() (string, error) {
 	if r.Bwrap != "" {
@@ -125,7 +151,7 @@ func (r *Runner) Args(spec sandbox.Spec) []string {
 	// boot.py lowers RLIMIT_AS, FSIZE, NPROC, NOFILE and CORE before the
 	// AI's code runs; they bind everything the code starts.
 	return append(a, r.Python, "-I", "-B", "-u", "/app/.nekro/boot.py",
-		strconv.FormatInt(l.MemoryBytes, 10), strconv.FormatInt(l.FileBytes, 10), strconv.Itoa(l.Processes))
+		strconv.FormatInt(l.MemoryBytes, 10), strconv.FormatInt(l.FileBytes, 10), strconv.Itoa(l.Processes), "3")
 }
 
 // Run runs spec and waits for it to end.

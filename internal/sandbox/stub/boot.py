@@ -3,7 +3,8 @@
 # as __main__ with the stubs and _ck in its globals. It imports as little
 # as it can: every module here is paid by every run.
 #
-# argv: boot.py MEMORY_BYTES FILE_BYTES PROCESSES
+# argv: boot.py MEMORY_BYTES FILE_BYTES PROCESSES RELEASE_FD
+# RELEASE_FD is 3 (bubblewrap passes a pipe) or 0 (Docker: stdin).
 import sys
 
 
@@ -42,6 +43,7 @@ def _short_traceback(exc, src, filename):
 
 
 def _run():
+    release_fd = int(sys.argv[4])
     _limit()
     sys.path.insert(0, "/app/.nekro")
     import api_caller  # noqa: F401
@@ -51,8 +53,13 @@ def _run():
     # here until a run claims it; the code is in place once released.
     import os
 
-    released = os.read(3, 1)
-    os.close(3)
+    released = os.read(release_fd, 1)
+    if release_fd == 0:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+    else:
+        os.close(release_fd)
     if released != b"1":
         os._exit(0)  # the host discarded this sandbox
     with open("/app/.nekro/chat_key", encoding="utf-8") as f:

@@ -1,0 +1,266 @@
+// Package docker runs sandboxed Python in Docker containers: the production
+// option when runs must be isolated by a container runtime, or move to
+// other hosts later. It drives the docker CLI, so it needs no client
+// library and works with any engine the CLI reaches (DOCKER_HOST).
+//
+// Each run is `docker run --rm -i` of the configured image with no network,
+// a read-only root, a tmpfs /tmp, uid 65534, no capabilities,
+// no-new-privileges, and pids, memory and CPU limits from the cgroup. The
+// run directory, the chat's uploads and the sandbox's shared directory are
+// bind-mounted as with bubblewrap, so the engine must run on the same host
+// as nekro (or see the data directory at the same path). The image needs
+// /usr/bin/python3 (or Runner.Python) and an /app directory; see
+// sandbox/Dockerfile.
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nekro-go/nekro/internal/sandbox"
+)
+
+// Runner is the Docker backend of sandbox.Runner.
+type Runner struct {
+	Docker string // docker CLI; "docker" on PATH when empty
+	Host   string // DOCKER_HOST for the CLI; the environment's when empty
+	Image  string // sandbox image; default "nekro-sandbox"
+	Python string // interpreter in the image; default /usr/bin/python3
+	// ExtraArgs are added to `docker run` before the image (e.g. extra
+	// read-only mounts or a --runtime such as runsc).
+	ExtraArgs []string
+	// UID and GID the container runs as. Default 65534.
+	UID, GID int
+}
+
+// New returns a runner for image with defaults filled in.
+func New(image string) *Runner {
+	if image == "" {
+		image = "nekro-sandbox"
+	}
+	return &Runner{Docker: "docker", Image: image, Python: "/usr/bin/python3", UID: 65534, GID: 65534}
+}
+
+var (
+	_ sandbox.Runner = (*Runner)(nil)
+	_ sandbox.Owner  = (*Runner)(nil)
+)
+
+// SandboxUID returns the uid the container runs as.
+func (r *Runner) SandboxUID() (uid, gid int) { return r.UID, r.GID }
+
+func (r *Runner) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, r.Docker, args...)
+	if r.Host != "" {
+		cmd.Env = append(os.Environ(), "DOCKER_HOST="+r.Host)
+	}
+	return cmd
+}
+
+// Check verifies that the engine answers and the image runs Python.
+func (r *Runner) Check(ctx context.Context) error {
+	if _, err := exec.LookPath(r.Docker); err != nil {
+		return fmt.Errorf("docker CLI %q not found: install docker.io (the engine must run too)", r.Docker)
+	}
+	if out, err := r.command(ctx, "version", "--format", "{{.Server.Version}}").CombinedOutput(); err != nil {
+		return fmt.Errorf("docker engine unreachable: %v: %s (is dockerd running? DOCKER_HOST?)", err, strings.TrimSpace(string(out)))
+	}
+	args := append([]string{"run", "--rm", "--network", "none"}, r.ExtraArgs...)
+	args = append(args, r.Image, r.Python, "-c", "pass")
+	if out, err := r.command(ctx, args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("image %s cannot run %s: %v: %s (build it from sandbox/Dockerfile)", r.Image, r.Python, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Args returns the `docker run` arguments for spec and container name.
+func (r *Runner) Args(spec sandbox.Spec, name string) []string {
+	l := spec.Limits.WithDefaults()
+	a := []string{"run", "--rm", "-i", "--name", name,
+		"--label", "nekro.sandbox=1", "--label", "nekro.host=" + hostLabel(),
+		"--read-only",
+		"--tmpfs", fmt.Sprintf("/tmp:rw,nosuid,nodev,size=%d,mode=1777", l.TmpBytes),
+		"--user", fmt.Sprintf("%d:%d", r.UID, r.GID),
+		"--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+		"--pids-limit", strconv.Itoa(l.Processes),
+		"--memory", strconv.FormatInt(l.MemoryBytes, 10), "--memory-swap", strconv.FormatInt(l.MemoryBytes, 10),
+		"--ulimit", fmt.Sprintf("fsize=%d", l.FileBytes), "--ulimit", "nofile=1024", "--ulimit", "core=0",
+		"--env", "HOME=/tmp", "--env", "LANG=C.UTF-8", "--env", "MPLCONFIGDIR=/tmp/.matplotlib",
+		"-v", spec.SharedDir + ":/app/shared:rw",
+		"-v", spec.UploadsDir + ":/app/uploads:ro",
+		"-v", spec.RunDir + ":/app/.nekro:ro",
+		"-w", "/app",
+	}
+	if !l.Network {
+		a = append(a, "--network", "none")
+	}
+	a = append(a, r.ExtraArgs...)
+	// boot.py waits for the release byte on stdin (fd 0), then replaces
+	// stdin with /dev/null before the code runs.
+	return append(a, r.Image, r.Python, "-I", "-B", "-u", "/app/.nekro/boot.py",
+		strconv.FormatInt(l.MemoryBytes, 10), strconv.FormatInt(l.FileBytes, 10), strconv.Itoa(l.Processes), "0")
+}
+
+// hostLabel names this nekro process, so containers left by a killed host
+// can be found and removed (Sweep).
+func hostLabel() string {
+	h, _ := os.Hostname()
+	return h + ":" + strconv.Itoa(os.Getpid())
+}
+
+// Sweep removes sandbox containers left by nekro processes on this host
+// that no longer exist (a host killed with SIGKILL cannot remove its own).
+func (r *Runner) Sweep(ctx context.Context) error {
+	out, err := r.command(ctx, "ps", "-a", "--filter", "label=nekro.sandbox=1", "--format", `{{.ID}} {{.Label "nekro.host"}}`).Output()
+	if err != nil {
+		return fmt.Errorf("list sandbox containers: %w", err)
+	}
+	host, _ := os.Hostname()
+	var dead []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		id, label, ok := strings.Cut(line, " ")
+		h, pidStr, ok2 := strings.Cut(label, ":")
+		if !ok || !ok2 || h != host {
+			continue
+		}
+		pid, err := strconv.Atoi(pidStr)
+		if err == nil && pid > 0 && syscall.Kill(pid, 0) == syscall.ESRCH {
+			dead = append(dead, id)
+		}
+	}
+	if len(dead) == 0 {
+		return nil
+	}
+	if out, err := r.command(ctx, append([]string{"rm", "-f"}, dead...)...).CombinedOutput(); err != nil {
+		return fmt.Errorf("remove stale sandbox containers: %v: %s", err, out)
+	}
+	return nil
+}
+
+// Run runs spec and waits for it to end.
+func (r *Runner) Run(ctx context.Context, spec sandbox.Spec) (*sandbox.Outcome, error) {
+	return sandbox.Run(ctx, r, spec)
+}
+
+// Start creates and starts the container; Python loads the stubs and
+// waits for the release byte on stdin.
+func (r *Runner) Start(spec sandbox.Spec) (sandbox.Process, error) {
+	l := spec.Limits.WithDefaults()
+	var b [8]byte
+	rand.Read(b[:])
+	name := "nekro-run-" + hex.EncodeToString(b[:])
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox output pipe: %w", err)
+	}
+	cmd := r.command(context.Background(), r.Args(spec, name)...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		pr.Close()
+		pw.Close()
+		return nil, fmt.Errorf("sandbox release pipe: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		return nil, fmt.Errorf("start sandbox container: %w", err)
+	}
+	pw.Close()
+	p := &process{r: r, name: name, cmd: cmd, stdin: stdin, out: sandbox.NewCappedBuffer(l.OutputBytes), pr: pr,
+		copied: make(chan struct{}), exited: make(chan error, 1)}
+	go func() {
+		io.Copy(p.out, pr)
+		close(p.copied)
+	}()
+	go func() { p.exited <- cmd.Wait() }()
+	return p, nil
+}
+
+type process struct {
+	r        *Runner
+	name     string
+	cmd      *exec.Cmd
+	stdin    io.WriteCloser
+	out      *sandbox.CappedBuffer
+	pr       *os.File
+	copied   chan struct{}
+	exited   chan error
+	released time.Time
+}
+
+func (p *process) Release() error {
+	p.released = time.Now()
+	_, err := p.stdin.Write([]byte{'1'})
+	if err != nil {
+		return fmt.Errorf("release sandbox: %w (did the container die while waiting?)", err)
+	}
+	return nil
+}
+
+// Kill removes the container; the docker CLI then exits.
+func (p *process) Kill() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p.r.command(ctx, "rm", "-f", p.name).Run()
+	p.stdin.Close()
+}
+
+func (p *process) Wait(ctx context.Context, timeout time.Duration) (*sandbox.Outcome, error) {
+	o := &sandbox.Outcome{}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var waitErr error
+	select {
+	case waitErr = <-p.exited:
+	case <-timer.C:
+		o.TimedOut = true
+		p.Kill()
+		waitErr = <-p.exited
+	case <-ctx.Done():
+		o.Cancelled = true
+		p.Kill()
+		waitErr = <-p.exited
+	}
+	p.stdin.Close()
+	o.Duration = time.Since(p.released)
+	select {
+	case <-p.copied:
+	case <-time.After(5 * time.Second):
+		p.pr.Close()
+		<-p.copied
+	}
+	p.pr.Close()
+	o.Output = p.out.String()
+	o.Cut = p.out.Cut()
+	o.ExitCode = p.cmd.ProcessState.ExitCode()
+	switch {
+	case o.TimedOut:
+		o.ExitCode = -1
+		o.Output += fmt.Sprintf("\n[nekro: the run was killed after exceeding its %s time limit]\n", timeout)
+	case o.Cancelled:
+		o.ExitCode = -1
+	case o.ExitCode == 125:
+		return o, fmt.Errorf("docker could not run the sandbox: %s", strings.TrimSpace(o.Output))
+	case o.ExitCode == 137:
+		o.ExitCode = -1 // SIGKILL, e.g. the memory limit
+	}
+	if waitErr != nil && o.ExitCode == -1 && !o.TimedOut && !o.Cancelled {
+		var ee *exec.ExitError
+		if !errors.As(waitErr, &ee) {
+			return o, fmt.Errorf("wait for sandbox container: %w", waitErr)
+		}
+	}
+	return o, nil
+}
