@@ -267,17 +267,23 @@ func (a *Agent) claimAndRun(chatKey string, st *chatState) error {
 		st.cancel = nil
 		a.mu.Unlock()
 	}()
+	start := time.Now()
 	turn, claimed, err := a.chats.ClaimTurn(ctx, chatKey)
 	if err != nil || turn == nil {
 		return err
 	}
-	a.runTurn(ctx, turn, claimed)
+	claimTime := time.Since(start)
+	runs := a.runTurn(ctx, turn, claimed)
 	// Record the end even when the turn's context is gone.
-	return a.chats.FinishTurn(context.WithoutCancel(ctx), turn)
+	err = a.chats.FinishTurn(context.WithoutCancel(ctx), turn)
+	a.log.Debug("turn finished", "chat", chatKey, "turn", turn.ID, "status", turn.Status, "runs", turn.Iterations,
+		"total", time.Since(start), "claim", claimTime, "model", time.Duration(turn.ModelUS)*time.Microsecond, "sandbox", runs)
+	return err
 }
 
-// runTurn is the loop of one turn. It sets turn's status and counters.
-func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Message) {
+// runTurn is the loop of one turn. It sets turn's status and counters,
+// and returns the time spent in sandbox runs.
+func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Message) (sandboxTime time.Duration) {
 	chatKey := turn.ChatKey
 	log := a.log.With("chat", chatKey, "turn", turn.ID)
 	fail := func(status, format string, args ...any) {
@@ -318,6 +324,7 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 		// Messages this run stores to carry an agent result; the
 		// feedback already contains that result.
 		var agentMsgIDs sync.Map
+		execStart := time.Now()
 		res, err := a.rt.Exec(ctx, runtime.ExecRequest{
 			ChatKey: chatKey, UserID: userID, Code: code, Limits: a.cfg.Limits,
 			Chat: a.chats.Sender(chatKey, turn.ID),
@@ -327,6 +334,7 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 				}
 			},
 		})
+		sandboxTime += time.Since(execStart)
 		turn.Iterations++
 		if err != nil {
 			fail(chat.TurnFailed, "the sandbox run could not start: %v", err)
@@ -377,6 +385,7 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 				failureFeedback(res.StopType, res.Note, res.Output, i, a.cfg.MaxIterations, news)))
 		}
 	}
+	return sandboxTime
 }
 
 // recordResult stores BEHAVIOR results (and the results of the agent

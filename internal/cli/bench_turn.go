@@ -34,5 +34,6 @@ and a check that no message was lost or answered twice.`,
 	cmd.Flags().IntVar(&opt.Turns, "turns", 50, "sequential turns for the latency figures")
 	cmd.Flags().IntVar(&opt.Chats, "chats", 100, "chats talking at once")
 	cmd.Flags().IntVar(&opt.PerChat, "per-chat", 5, "turns per chat")
+	cmd.Flags().BoolVar(&opt.NoSpares, "no-spares", false, "run the server without warm sandboxes")
 	return cmd
 }

@@ -38,8 +38,14 @@ type Options struct {
 	// DataDir is a scratch directory the sandbox user can traverse.
 	DataDir string
 	Python  string
-	Log     *slog.Logger
+	// NoSpares turns the server's warm sandboxes off (nekro serve keeps
+	// them on), to see what they cost or save under load.
+	NoSpares bool
+	Log      *slog.Logger
 }
+
+// pause precedes each measured run or turn.
+const pause = 20 * time.Millisecond
 
 // toolCode is the turn's script: three TOOL calls.
 const toolCode = `a = my_sum_function(1, 2)
@@ -73,31 +79,14 @@ func Run(ctx context.Context, w io.Writer, opt Options) (*Result, error) {
 	}
 	res := &Result{}
 
-	// Baseline: the same code as a bare sandboxed run, warm spares on as
-	// in the server.
+	// The baseline: the same code as a bare sandboxed run, in a runtime
+	// configured as the server's (warm spares on).
 	rt, err := runtime.Open(ctx, runtime.Config{DataDir: filepath.Join(opt.DataDir, "bare"), Python: opt.Python,
 		WarmSpares: true, Log: opt.Log})
 	if err != nil {
 		return nil, err
 	}
-	var bare []time.Duration
-	for i := range opt.Turns + 3 {
-		start := time.Now()
-		r, err := rt.Exec(ctx, runtime.ExecRequest{ChatKey: "bench", UserID: "u1", Code: toolCode})
-		if err != nil {
-			rt.Close(ctx)
-			return nil, err
-		}
-		if r.StopType.String() != "NORMAL" {
-			rt.Close(ctx)
-			return nil, fmt.Errorf("bare run ended %s: %s", r.StopType, r.Output)
-		}
-		if i >= 3 { // warm-up
-			bare = append(bare, time.Since(start))
-		}
-	}
-	rt.Close(ctx)
-	res.Bare = bench.Summarize(bare)
+	defer rt.Close(context.WithoutCancel(ctx))
 
 	// Turns: the model answers every request at once with the same code.
 	model, err := llmtest.Start(func(r llmtest.Request) llmtest.Reply {
@@ -113,7 +102,7 @@ func Run(ctx context.Context, w io.Writer, opt Options) (*Result, error) {
 	defer model.Close()
 	srv, err := server.Start(ctx, server.Options{
 		Listen:  "127.0.0.1:0",
-		Runtime: runtime.Config{DataDir: filepath.Join(opt.DataDir, "serve"), Python: opt.Python, WarmSpares: true},
+		Runtime: runtime.Config{DataDir: filepath.Join(opt.DataDir, "serve"), Python: opt.Python, WarmSpares: !opt.NoSpares},
 		LLM:     agent.LLMConfig{BaseURL: model.URL, Model: "instant"},
 		Token:   "bench",
 		Log:     opt.Log,
@@ -124,13 +113,31 @@ func Run(ctx context.Context, w io.Writer, opt Options) (*Result, error) {
 	defer srv.Shutdown(context.WithoutCancel(ctx))
 	c := &client{base: "http://" + srv.Addr, token: srv.Token}
 
-	var e2e, overhead []time.Duration
+	// Bare runs and turns alternate, with the same pause before each (a
+	// chat's messages are not microseconds apart), so both see the same
+	// machine and the same warm-spare state.
+	var bare, e2e, overhead []time.Duration
 	ev, err := c.subscribe(ctx, "latency")
 	if err != nil {
 		return nil, err
 	}
 	for i := range opt.Turns + 3 {
+		time.Sleep(pause)
 		start := time.Now()
+		r, err := rt.Exec(ctx, runtime.ExecRequest{ChatKey: "latency", UserID: "u1", Code: toolCode})
+		if err != nil {
+			return nil, err
+		}
+		d := time.Since(start)
+		if r.StopType.String() != "NORMAL" {
+			return nil, fmt.Errorf("bare run ended %s: %s", r.StopType, r.Output)
+		}
+		if i >= 3 { // warm-up
+			bare = append(bare, d)
+		}
+
+		time.Sleep(pause)
+		start = time.Now()
 		if err := c.post(ctx, "latency", fmt.Sprintf("message %d", i)); err != nil {
 			return nil, err
 		}
@@ -138,7 +145,7 @@ func Run(ctx context.Context, w io.Writer, opt Options) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		d := time.Since(start)
+		d = time.Since(start)
 		if t.Status != chat.TurnDone {
 			return nil, fmt.Errorf("latency turn %d ended %s: %s", t.ID, t.Status, t.Error)
 		}
@@ -148,6 +155,7 @@ func Run(ctx context.Context, w io.Writer, opt Options) (*Result, error) {
 		}
 	}
 	ev.close()
+	res.Bare = bench.Summarize(bare)
 	res.Turn, res.Overhead = bench.Summarize(e2e), bench.Summarize(overhead)
 	res.OverheadRatio = float64(res.Overhead.P50) / float64(res.Bare.P50)
 
@@ -206,7 +214,11 @@ func Run(ctx context.Context, w io.Writer, opt Options) (*Result, error) {
 	fmt.Fprintf(w, "  %-34s p50 %-10s p99 %-10s\n", "turn via API, end to end", ms(res.Turn.P50), ms(res.Turn.P99))
 	fmt.Fprintf(w, "  %-34s p50 %-10s p99 %-10s  %s of the bare run (goal <= 1.30x)\n", "turn minus model time",
 		ms(res.Overhead.P50), ms(res.Overhead.P99), bench.Ratio(res.Overhead.P50, res.Bare.P50))
-	fmt.Fprintf(w, "load: %d chats x %d turns at once\n", opt.Chats, opt.PerChat)
+	spares := "on"
+	if opt.NoSpares {
+		spares = "off"
+	}
+	fmt.Fprintf(w, "load: %d chats x %d turns at once (server's warm spares %s)\n", opt.Chats, opt.PerChat, spares)
 	fmt.Fprintf(w, "  %d turns in %s: %.1f turns/s (sequential turns: %.1f/s, %.2fx)\n", res.LoadTurns,
 		res.LoadWall.Round(time.Millisecond), float64(res.LoadTurns)/res.LoadWall.Seconds(),
 		1/res.Turn.P50.Seconds(), float64(res.LoadTurns)/res.LoadWall.Seconds()*res.Turn.P50.Seconds())
