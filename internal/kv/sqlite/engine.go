@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -224,8 +225,17 @@ func (e *Engine) apply(ctx context.Context, dc any, k kv.Key, withUsage bool, fn
 	bg := context.Background()
 	done := false
 	defer func() {
-		if !done {
-			execStmt(bg, w.rollback)
+		if done {
+			return
+		}
+		rbErr := execStmt(bg, w.rollback)
+		if rbErr != nil && !strings.Contains(rbErr.Error(), "no transaction is active") {
+			// A connection stuck in a transaction would fail every later
+			// write: have the pool replace it.
+			e.wmu.Lock()
+			delete(e.ws, dc)
+			e.wmu.Unlock()
+			err = errors.Join(err, fmt.Errorf("sqlite rollback: %w", rbErr), driver.ErrBadConn)
 		}
 	}()
 	var cur kv.Entry
