@@ -1,12 +1,14 @@
 package chat
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -174,44 +176,39 @@ func (s *Service) Reset(ctx context.Context, chatKey string) (deleted int64, err
 
 // ClaimTurn starts a turn that answers every user message of the chat
 // not yet answered, and returns it with those messages. When none waits it
-// returns a nil turn. A message is claimed by exactly one turn.
+// returns a nil turn. A message is claimed by exactly one turn, also when
+// several hosts share the database: the claim is one UPDATE of the
+// unclaimed rows, which a concurrent claim re-checks after it waits.
 func (s *Service) ClaimTurn(ctx context.Context, chatKey string) (*Turn, []Message, error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim turn: %w", err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, `SELECT `+messageColumns+` FROM chat_messages
-		WHERE chat_key = $1 AND role = 'user' AND turn_id IS NULL ORDER BY id`, chatKey)
-	if err != nil {
-		return nil, nil, fmt.Errorf("claim turn: %w", err)
-	}
-	waiting, err := scanMessages(rows)
-	if err != nil {
-		return nil, nil, fmt.Errorf("claim turn: %w", err)
-	}
-	if len(waiting) == 0 {
-		return nil, nil, nil
-	}
 	t := &Turn{ChatKey: chatKey, Status: TurnRunning, StartedAt: time.Now().UTC().Truncate(time.Microsecond)}
 	if err := tx.QueryRowContext(ctx, `INSERT INTO chat_turns
 		(chat_key, status, error, iterations, requests, model_us, started_at, finished_at)
 		VALUES ($1, $2, '', 0, 0, 0, $3, 0) RETURNING id`, chatKey, t.Status, micros(t.StartedAt)).Scan(&t.ID); err != nil {
 		return nil, nil, fmt.Errorf("claim turn: %w", err)
 	}
-	last := waiting[len(waiting)-1].ID
-	if _, err := tx.ExecContext(ctx, `UPDATE chat_messages SET turn_id = $1
-		WHERE chat_key = $2 AND role = 'user' AND turn_id IS NULL AND id <= $3`, t.ID, chatKey, last); err != nil {
+	rows, err := tx.QueryContext(ctx, `UPDATE chat_messages SET turn_id = $1
+		WHERE chat_key = $2 AND role = 'user' AND turn_id IS NULL RETURNING `+messageColumns, t.ID, chatKey)
+	if err != nil {
 		return nil, nil, fmt.Errorf("claim turn: %w", err)
+	}
+	claimed, err := scanMessages(rows)
+	if err != nil {
+		return nil, nil, fmt.Errorf("claim turn: %w", err)
+	}
+	if len(claimed) == 0 {
+		return nil, nil, nil // the rollback drops the turn
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, nil, fmt.Errorf("claim turn: %w", err)
 	}
-	for i := range waiting {
-		waiting[i].TurnID = t.ID
-	}
+	slices.SortFunc(claimed, func(a, b Message) int { return cmp.Compare(a.ID, b.ID) })
 	s.hub.publish(Event{Type: EventTurn, ChatKey: chatKey, Turn: t})
-	return t, waiting, nil
+	return t, claimed, nil
 }
 
 // FinishTurn records how t ended and broadcasts it.
