@@ -14,6 +14,8 @@ import (
 
 	"github.com/nekro-go/nekro/internal/agent/llmtest"
 	"github.com/nekro-go/nekro/internal/chat"
+	"github.com/nekro-go/nekro/internal/db"
+	"github.com/nekro-go/nekro/internal/kv/kvtest"
 	"github.com/nekro-go/nekro/internal/server"
 	"github.com/nekro-go/nekro/plugin"
 )
@@ -377,4 +379,40 @@ func waitRequests(t *testing.T, m *llmtest.Server, n int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("model got %d requests, waiting for %d", len(m.Requests()), n)
+}
+
+// With a PostgreSQL URL, the chats live there (next to the KV store) and
+// survive a restart.
+func TestPostgresKeepsChatsAcrossRestart(t *testing.T) {
+	u := kvtest.FreshSchema(t, kvtest.PostgresURL(t))
+	e := startEnv(t, echoScript(0), func(o *server.Options) { o.Runtime.DatabaseURL = u })
+	e.post("c-pg", "u1", "Pat", "stored in postgres")
+	e.waitTurns("c-pg", 1)
+	before := e.history("c-pg")
+	e.stop()
+	e.start()
+	after := e.history("c-pg")
+	if len(before) != 2 || !jsonEqual(before, after) {
+		t.Fatalf("history before %q after %q", texts(before), texts(after))
+	}
+	if runs := e.runs("c-pg"); len(runs) != 1 || runs[0].StopType != "NORMAL" {
+		t.Fatalf("runs: %+v", runs)
+	}
+	pool, err := db.OpenPostgres(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM chat_messages WHERE chat_key = 'c-pg'`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("rows in PostgreSQL: %d %v", n, err)
+	}
+	if _, err := os.Stat(filepath.Join(e.dataDir, "nekro.db")); err == nil {
+		var m int
+		d, _ := db.OpenSQLite(context.Background(), filepath.Join(e.dataDir, "nekro.db"), db.SQLiteOptions{})
+		defer d.Close()
+		if d.Read.QueryRow(`SELECT count(*) FROM chat_messages`).Scan(&m) == nil {
+			t.Fatalf("chat tables were also created in the SQLite file (%d rows)", m)
+		}
+	}
 }
