@@ -1,5 +1,7 @@
 package plugin
 
+import "log/slog"
+
 // HostServices is what the runtime gives a plugin outside any run (in its
 // init and cleanup hooks, for instance). The runtime implements it and binds
 // it with Bind before the init hooks run.
@@ -9,6 +11,8 @@ type HostServices interface {
 	// DataDir returns the plugin's private directory, data/plugins/<key>/,
 	// creating it on first use.
 	DataDir() (string, error)
+	// Logger returns the runtime's logger, tagged with the plugin's key.
+	Logger() *slog.Logger
 }
 
 // Bind attaches the runtime's services to p. The runtime calls it.
@@ -32,4 +36,19 @@ func (p *Plugin) DataDir() (string, error) {
 		return "", ErrNoService
 	}
 	return h.DataDir()
+}
+
+// Logger returns the plugin's logger: the runtime's, tagged with the
+// plugin's key, so plugin logs follow the operator's --log-level. Before
+// the runtime binds the plugin it is slog.Default's.
+func (p *Plugin) Logger() *slog.Logger {
+	if h := p.hostServices(); h != nil {
+		return h.Logger()
+	}
+	return slog.Default().With("plugin", p.Key())
+}
+
+// Logger returns the plugin's logger, tagged with the run's chat and id.
+func (c *Ctx) Logger() *slog.Logger {
+	return c.plugin.Logger().With("chat", c.env.ChatKey, "run", c.env.RunID)
 }

@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -312,12 +311,12 @@ func migrateData(ctx context.Context) error {
 	if found && version >= "2.0.0" {
 		return nil
 	}
-	slog.Info("检测到旧版本数据,开始迁移...", "plugin", p.Key(), "from", version)
+	p.Logger().Info("检测到旧版本数据,开始迁移...", "from", version)
 	// (The seeds leave the migration itself open.)
 	if _, err := st.Set(ctx, plugin.Global(), "data_version", "2.0.0"); err != nil {
 		return err
 	}
-	slog.Info("数据迁移完成", "plugin", p.Key())
+	p.Logger().Info("数据迁移完成")
 	return nil
 }
 

@@ -255,6 +255,8 @@ type hostServices struct {
 
 func (h hostServices) Store() plugin.Store { return h.rt.store.For(h.p.Key()) }
 
+func (h hostServices) Logger() *slog.Logger { return h.rt.log.With("plugin", h.p.Key()) }
+
 func (h hostServices) DataDir() (string, error) {
 	return h.rt.layout.EnsurePluginDir(h.p.Key())
 }
