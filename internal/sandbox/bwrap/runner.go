@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -168,53 +167,31 @@ func (r *Runner) Start(spec sandbox.Spec) (sandbox.Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("sandbox output pipe: %w", err)
-	}
 	goR, goW, err := os.Pipe()
 	if err != nil {
-		pr.Close()
-		pw.Close()
 		return nil, fmt.Errorf("sandbox release pipe: %w", err)
 	}
 	cmd := exec.Command(bw, r.Args(spec)...)
-	cmd.Stdout = pw // one pipe for both keeps their interleaving
-	cmd.Stderr = pw
 	cmd.ExtraFiles = []*os.File{goR} // fd 3: boot.py waits on it
 	cmd.SysProcAttr = r.sysProcAttr()
 	cmd.Dir = "/"
-	if err := cmd.Start(); err != nil {
-		for _, f := range []*os.File{pr, pw, goR, goW} {
-			f.Close()
-		}
-		return nil, fmt.Errorf("start sandbox: %w", err)
-	}
-	pw.Close()
+	proc, err := sandbox.StartProc(cmd, l.OutputBytes)
 	goR.Close()
-	p := &process{cmd: cmd, out: sandbox.NewCappedBuffer(l.OutputBytes), pr: pr, release: goW,
-		copied: make(chan struct{}), exited: make(chan error, 1)}
-	go func() {
-		io.Copy(p.out, pr)
-		close(p.copied)
-	}()
-	go func() { p.exited <- cmd.Wait() }()
-	return p, nil
+	if err != nil {
+		goW.Close()
+		return nil, err
+	}
+	return &process{Proc: proc, release: goW}, nil
 }
 
 // process is one started sandbox.
 type process struct {
-	cmd      *exec.Cmd
-	out      *sandbox.CappedBuffer
-	pr       *os.File
-	release  *os.File
-	copied   chan struct{}
-	exited   chan error
-	released time.Time
+	*sandbox.Proc
+	release *os.File
 }
 
 func (p *process) Release() error {
-	p.released = time.Now()
+	p.MarkReleased()
 	_, err := p.release.Write([]byte{'1'})
 	p.release.Close()
 	if err != nil {
@@ -226,48 +203,10 @@ func (p *process) Release() error {
 func (p *process) Kill() {
 	// bwrap leads its own process group; its pid namespace dies with its
 	// init, so this takes every process of the run.
-	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	syscall.Kill(-p.Pid(), syscall.SIGKILL)
 	p.release.Close()
 }
 
 func (p *process) Wait(ctx context.Context, timeout time.Duration) (*sandbox.Outcome, error) {
-	o := &sandbox.Outcome{}
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	var waitErr error
-	select {
-	case waitErr = <-p.exited:
-	case <-timer.C:
-		o.TimedOut = true
-		p.Kill()
-		waitErr = <-p.exited
-	case <-ctx.Done():
-		o.Cancelled = true
-		p.Kill()
-		waitErr = <-p.exited
-	}
-	o.Duration = time.Since(p.released)
-	// The pipe closes when the last process holding it exits; processes the
-	// run left behind are in its pid namespace and died with it.
-	select {
-	case <-p.copied:
-	case <-time.After(2 * time.Second):
-		p.Kill()
-		p.pr.Close()
-		<-p.copied
-	}
-	p.pr.Close()
-	o.Output = p.out.String()
-	o.Cut = p.out.Cut()
-	o.ExitCode = p.cmd.ProcessState.ExitCode()
-	if waitErr != nil && o.ExitCode == -1 && !o.TimedOut && !o.Cancelled {
-		var ee *exec.ExitError
-		if !errors.As(waitErr, &ee) {
-			return o, fmt.Errorf("wait for sandbox: %w", waitErr)
-		}
-	}
-	if o.TimedOut {
-		o.Output += fmt.Sprintf("\n[nekro: the run was killed after exceeding its %s time limit]\n", timeout)
-	}
-	return o, nil
+	return p.Proc.Wait(ctx, timeout, p.Kill)
 }

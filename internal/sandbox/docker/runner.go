@@ -17,7 +17,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -159,51 +158,29 @@ func (r *Runner) Start(spec sandbox.Spec) (sandbox.Process, error) {
 	var b [8]byte
 	rand.Read(b[:])
 	name := "nekro-run-" + hex.EncodeToString(b[:])
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("sandbox output pipe: %w", err)
-	}
 	cmd := r.command(context.Background(), r.Args(spec, name)...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		pr.Close()
-		pw.Close()
 		return nil, fmt.Errorf("sandbox release pipe: %w", err)
 	}
-	cmd.Stdout, cmd.Stderr = pw, pw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		pr.Close()
-		pw.Close()
-		return nil, fmt.Errorf("start sandbox container: %w", err)
+	proc, err := sandbox.StartProc(cmd, l.OutputBytes)
+	if err != nil {
+		return nil, err
 	}
-	pw.Close()
-	p := &process{r: r, name: name, cmd: cmd, stdin: stdin, out: sandbox.NewCappedBuffer(l.OutputBytes), pr: pr,
-		copied: make(chan struct{}), exited: make(chan error, 1)}
-	go func() {
-		io.Copy(p.out, pr)
-		close(p.copied)
-	}()
-	go func() { p.exited <- cmd.Wait() }()
-	return p, nil
+	return &process{Proc: proc, r: r, name: name, stdin: stdin}, nil
 }
 
 type process struct {
-	r        *Runner
-	name     string
-	cmd      *exec.Cmd
-	stdin    io.WriteCloser
-	out      *sandbox.CappedBuffer
-	pr       *os.File
-	copied   chan struct{}
-	exited   chan error
-	released time.Time
+	*sandbox.Proc
+	r     *Runner
+	name  string
+	stdin io.WriteCloser
 }
 
 func (p *process) Release() error {
-	p.released = time.Now()
-	_, err := p.stdin.Write([]byte{'1'})
-	if err != nil {
+	p.MarkReleased()
+	if _, err := p.stdin.Write([]byte{'1'}); err != nil {
 		return fmt.Errorf("release sandbox: %w (did the container die while waiting?)", err)
 	}
 	return nil
@@ -218,49 +195,16 @@ func (p *process) Kill() {
 }
 
 func (p *process) Wait(ctx context.Context, timeout time.Duration) (*sandbox.Outcome, error) {
-	o := &sandbox.Outcome{}
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	var waitErr error
-	select {
-	case waitErr = <-p.exited:
-	case <-timer.C:
-		o.TimedOut = true
-		p.Kill()
-		waitErr = <-p.exited
-	case <-ctx.Done():
-		o.Cancelled = true
-		p.Kill()
-		waitErr = <-p.exited
-	}
+	o, err := p.Proc.Wait(ctx, timeout, p.Kill)
 	p.stdin.Close()
-	o.Duration = time.Since(p.released)
-	select {
-	case <-p.copied:
-	case <-time.After(5 * time.Second):
-		p.pr.Close()
-		<-p.copied
+	if err != nil {
+		return o, err
 	}
-	p.pr.Close()
-	o.Output = p.out.String()
-	o.Cut = p.out.Cut()
-	o.ExitCode = p.cmd.ProcessState.ExitCode()
-	switch {
-	case o.TimedOut:
-		o.ExitCode = -1
-		o.Output += fmt.Sprintf("\n[nekro: the run was killed after exceeding its %s time limit]\n", timeout)
-	case o.Cancelled:
-		o.ExitCode = -1
-	case o.ExitCode == 125:
+	switch o.ExitCode {
+	case 125:
 		return o, fmt.Errorf("docker could not run the sandbox: %s", strings.TrimSpace(o.Output))
-	case o.ExitCode == 137:
+	case 137:
 		o.ExitCode = -1 // SIGKILL, e.g. the memory limit
-	}
-	if waitErr != nil && o.ExitCode == -1 && !o.TimedOut && !o.Cancelled {
-		var ee *exec.ExitError
-		if !errors.As(waitErr, &ee) {
-			return o, fmt.Errorf("wait for sandbox container: %w", waitErr)
-		}
 	}
 	return o, nil
 }
