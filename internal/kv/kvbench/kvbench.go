@@ -79,7 +79,7 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 		defer cleanup()
 		targets = append(targets, pg)
 	}
-	fmt.Fprintf(w, "KV store through kv.Store, %s, %d CPUs; each case: up to %d ops or %s, keys picked uniformly at random\n\n",
+	fmt.Fprintf(w, "KV store through kv.Store, %s, %d CPUs; each case: as many warm-up gets, then up to %d ops or %s, keys picked uniformly at random\n\n",
 		runtime.Version(), runtime.NumCPU(), o.Ops, o.Budget)
 
 	for _, c := range []struct {
@@ -119,24 +119,20 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	}
 
 	if o.ScaleSmall > 0 && o.ScaleLarge > 0 {
-		fmt.Fprintf(w, "Cost as the store grows: get p50 with 100 B values at %d vs %d keys\n", o.ScaleSmall, o.ScaleLarge)
+		fmt.Fprintf(w, "Cost as the store grows: get p50 with 100 B values at %d vs %d keys (both stores open, timed in 5 alternating rounds)\n", o.ScaleSmall, o.ScaleLarge)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "engine\t%d keys\t%d keys\tratio\tgoal\t\n", o.ScaleSmall, o.ScaleLarge)
 		for _, tg := range targets[1:] {
-			small, err := r.measure(ctx, tg, o.ScaleSmall, 100)
+			small, large, err := r.scale(ctx, tg, o.ScaleSmall, o.ScaleLarge)
 			if err != nil {
 				return err
 			}
-			large, err := r.measure(ctx, tg, o.ScaleLarge, 100)
-			if err != nil {
-				return err
-			}
-			ratio := float64(large[0].P50) / float64(small[0].P50)
+			ratio := float64(large.P50) / float64(small.P50)
 			goal := ""
 			if tg.name == "sqlite" {
 				goal = fmt.Sprintf("≤ %.1fx: %s", goalScale, okIf(ratio <= goalScale))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2fx\t%s\t\n", tg.name, bench.Micros(small[0].P50), bench.Micros(large[0].P50), ratio, goal)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2fx\t%s\t\n", tg.name, bench.Micros(small.P50), bench.Micros(large.P50), ratio, goal)
 		}
 		tw.Flush()
 	}
@@ -163,63 +159,121 @@ type runner struct {
 	cases int // numbers each case's SQLite file and PostgreSQL schema
 }
 
-// measure opens a fresh store of n keys and times gets, then sets of
-// existing keys with new values of the same size.
-func (r *runner) measure(ctx context.Context, tg target, n, size int) ([2]bench.Stats, error) {
-	o := r.o
-	var out [2]bench.Stats
+// kvcase is one loaded store under test.
+type kvcase struct {
+	ns    plugin.Store
+	store *kv.Store
+	n     int
+	v     string
+	rng   *mrand.Rand
+}
+
+// open opens a fresh store of n keys of size-byte values and warms it up
+// with as many gets as are measured, within the budget: the first calls
+// prepare statements, and the first touch of each page of a large file
+// costs a page fault that a running server has long paid.
+func (r *runner) open(ctx context.Context, tg target, n, size int) (*kvcase, error) {
 	r.cases++
 	eng, err := tg.open(ctx, fmt.Sprintf("%d_%d_%d", n, size, r.cases))
 	if err != nil {
-		return out, err
+		return nil, err
 	}
 	v := randomValue(size)
 	if err := tg.load(ctx, eng, n, v); err != nil {
 		eng.Close(ctx)
-		return out, fmt.Errorf("load: %w", err)
+		return nil, fmt.Errorf("load: %w", err)
 	}
 	st := kv.New(eng, kv.Options{Limits: kv.Limits{MaxValueBytes: -1}})
-	defer st.Close(ctx)
-	ns := st.For(benchPlugin)
-	rng := mrand.New(mrand.NewPCG(1, uint64(n)))
-	scope := func(k kv.Key) plugin.Scope { return plugin.Chat(k.Chat) }
-
-	// Warm up: the first calls prepare statements and fill caches.
-	for range 200 {
-		k := keyOf(rng.IntN(n))
-		if _, _, err := ns.Get(ctx, scope(k), k.Name); err != nil {
-			return out, err
-		}
+	c := &kvcase{ns: st.For(benchPlugin), store: st, n: n, v: v, rng: mrand.New(mrand.NewPCG(1, uint64(n)))}
+	if _, err := c.time(ctx, c.get, r.o.Ops, r.o.Budget); err != nil {
+		st.Close(ctx)
+		return nil, err
 	}
-	for i, op := range []func(k kv.Key) error{
-		func(k kv.Key) error {
-			_, ok, err := ns.Get(ctx, scope(k), k.Name)
-			if err == nil && !ok {
-				err = fmt.Errorf("key %s missing", k.Name)
-			}
-			return err
-		},
-		func(k kv.Key) error {
-			r, err := ns.Set(ctx, scope(k), k.Name, v)
-			if err == nil && r != plugin.Updated {
-				err = fmt.Errorf("set of loaded key %s reported %v", k.Name, r)
-			}
-			return err
-		},
-	} {
-		ds := make([]time.Duration, 0, o.Ops)
-		deadline := time.Now().Add(o.Budget)
-		for len(ds) < o.Ops && time.Now().Before(deadline) {
-			k := keyOf(rng.IntN(n))
-			t0 := time.Now()
-			if err := op(k); err != nil {
-				return out, err
-			}
-			ds = append(ds, time.Since(t0))
+	return c, nil
+}
+
+func (c *kvcase) close(ctx context.Context) { c.store.Close(ctx) }
+
+func (c *kvcase) get(ctx context.Context, k kv.Key) error {
+	_, ok, err := c.ns.Get(ctx, plugin.Chat(k.Chat), k.Name)
+	if err == nil && !ok {
+		err = fmt.Errorf("key %s missing", k.Name)
+	}
+	return err
+}
+
+func (c *kvcase) set(ctx context.Context, k kv.Key) error {
+	r, err := c.ns.Set(ctx, plugin.Chat(k.Chat), k.Name, c.v)
+	if err == nil && r != plugin.Updated {
+		err = fmt.Errorf("set of loaded key %s reported %v", k.Name, r)
+	}
+	return err
+}
+
+// time runs op on random keys, up to ops times or for budget, and returns
+// each call's duration.
+func (c *kvcase) time(ctx context.Context, op func(context.Context, kv.Key) error, ops int, budget time.Duration) ([]time.Duration, error) {
+	ds := make([]time.Duration, 0, ops)
+	deadline := time.Now().Add(budget)
+	for len(ds) < ops && time.Now().Before(deadline) {
+		k := keyOf(c.rng.IntN(c.n))
+		t0 := time.Now()
+		if err := op(ctx, k); err != nil {
+			return nil, err
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	return ds, nil
+}
+
+// measure times gets, then sets of existing keys with new values of the
+// same size, on a fresh store of n keys.
+func (r *runner) measure(ctx context.Context, tg target, n, size int) ([2]bench.Stats, error) {
+	var out [2]bench.Stats
+	c, err := r.open(ctx, tg, n, size)
+	if err != nil {
+		return out, err
+	}
+	defer c.close(ctx)
+	for i, op := range []func(context.Context, kv.Key) error{c.get, c.set} {
+		ds, err := c.time(ctx, op, r.o.Ops, r.o.Budget)
+		if err != nil {
+			return out, err
 		}
 		out[i] = bench.Summarize(ds)
 	}
 	return out, nil
+}
+
+// scale times gets on a store of small keys and one of large keys, in
+// alternating rounds so that both see the same machine (other load on a
+// shared host drifts over seconds), and returns each one's stats.
+func (r *runner) scale(ctx context.Context, tg target, small, large int) (bench.Stats, bench.Stats, error) {
+	const rounds = 5
+	a, err := r.open(ctx, tg, small, 100)
+	if err != nil {
+		return bench.Stats{}, bench.Stats{}, err
+	}
+	defer a.close(ctx)
+	b, err := r.open(ctx, tg, large, 100)
+	if err != nil {
+		return bench.Stats{}, bench.Stats{}, err
+	}
+	defer b.close(ctx)
+	var da, db []time.Duration
+	for range rounds {
+		for _, x := range []struct {
+			c   *kvcase
+			out *[]time.Duration
+		}{{a, &da}, {b, &db}} {
+			ds, err := x.c.time(ctx, x.c.get, r.o.Ops/rounds, r.o.Budget/rounds)
+			if err != nil {
+				return bench.Stats{}, bench.Stats{}, err
+			}
+			*x.out = append(*x.out, ds...)
+		}
+	}
+	return bench.Summarize(da), bench.Summarize(db), nil
 }
 
 func memoryTarget() target {
