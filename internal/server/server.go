@@ -80,7 +80,7 @@ type Server struct {
 
 // Start opens the database, the runtime and the agent, and starts
 // listening. The caller must call Shutdown.
-func Start(ctx context.Context, opts Options) (s *Server, err error) {
+func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	if opts.Listen == "" {
 		opts.Listen = DefaultListen
 	}
@@ -96,7 +96,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 	if opts.Agent.Log == nil {
 		opts.Agent.Log = opts.Log
 	}
-	s = &Server{opts: opts, log: opts.Log, streamsDone: make(chan struct{}), served: make(chan error, 1)}
+	s := &Server{opts: opts, log: opts.Log, streamsDone: make(chan struct{}), served: make(chan error, 1)}
 	var cleanups []func()
 	defer func() {
 		if err != nil {
@@ -105,6 +105,14 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 			}
 		}
 	}()
+
+	// A busy address fails first, before anything is opened or generated.
+	s.ln, err = net.Listen("tcp", opts.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	s.Addr = s.ln.Addr().String()
+	cleanups = append(cleanups, func() { s.ln.Close() })
 
 	s.rt, err = runtime.Open(ctx, opts.Runtime)
 	if err != nil {
@@ -150,11 +158,6 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 		}
 	}
 
-	s.ln, err = net.Listen("tcp", opts.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
-	}
-	s.Addr = s.ln.Addr().String()
 	s.http = &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -163,7 +166,6 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 	}
 	s.http.RegisterOnShutdown(func() { s.closeStreams() })
 	if err := s.agent.Resume(ctx); err != nil {
-		s.ln.Close()
 		return nil, err
 	}
 	go func() { s.served <- s.http.Serve(s.ln) }()

@@ -16,6 +16,7 @@ import (
 	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/db"
 	"github.com/nekro-go/nekro/internal/kv/kvtest"
+	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/server"
 	"github.com/nekro-go/nekro/plugin"
 )
@@ -414,5 +415,20 @@ func TestPostgresKeepsChatsAcrossRestart(t *testing.T) {
 		if d.Read.QueryRow(`SELECT count(*) FROM chat_messages`).Scan(&m) == nil {
 			t.Fatalf("chat tables were also created in the SQLite file (%d rows)", m)
 		}
+	}
+}
+
+// A busy address is a clear error, and nothing is left open or generated.
+func TestStartOnBusyAddress(t *testing.T) {
+	e := startEnv(t, nil, nil)
+	dir := t.TempDir()
+	var out bytes.Buffer
+	_, err := server.Start(context.Background(), server.Options{Listen: e.srv.Addr,
+		Runtime: runtime.Config{DataDir: dir}, TokenOut: &out})
+	if err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("start on a busy address: %v", err)
+	}
+	if out.Len() != 0 {
+		t.Fatalf("a token was generated for a server that did not start: %q", out.String())
 	}
 }
