@@ -171,12 +171,17 @@ func (rt *Runtime) release(pr *preparedRun, req ExecRequest) error {
 
 // spawnSpare starts a sandbox for chatKey's next run.
 func (rt *Runtime) spawnSpare(chatKey string, limits sandbox.Limits) {
+	key := spareKey(chatKey, limits)
+	if !rt.spares.reserve(key) {
+		return
+	}
 	pr, err := rt.prepare(chatKey, limits)
 	if err != nil {
+		rt.spares.unreserve(key)
 		rt.log.Warn("cannot start a warm sandbox", "chat", chatKey, "err", err)
 		return
 	}
-	rt.spares.put(spareKey(chatKey, limits), pr)
+	rt.spares.put(key, pr)
 }
 
 // DiscardSpares ends the warm sandboxes of chatKey, e.g. when the chat is

@@ -92,20 +92,44 @@ func spareKey(chatKey string, l sandbox.Limits) string {
 }
 
 // spares keeps at most one started sandbox per recently active chat, so
-// the next run in that chat skips sandbox start-up. A spare is discarded
-// when idle too long, when the pool is full (oldest first), when its chat
-// is reset, and on Close.
+// the next run in that chat skips sandbox start-up. A spare is started
+// only when the pool has room (spares never evict each other: with more
+// active chats than room, evicting would start sandboxes that are thrown
+// away unused and slow every run down); it is discarded when idle too
+// long, when its chat is reset, and on Close.
 type spares struct {
-	mu     sync.Mutex
-	byKey  map[string]*spare
-	max    int
-	idle   time.Duration
-	closed bool
+	mu       sync.Mutex
+	byKey    map[string]*spare
+	starting map[string]bool // reserved by reserve, not yet put
+	max      int
+	idle     time.Duration
+	closed   bool
+}
+
+// reserve reports whether a spare for key may be started now, and if so
+// holds a place for it until put.
+func (s *spares) reserve(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.starting[key] || len(s.byKey)+len(s.starting) >= s.max {
+		return false
+	}
+	if _, ok := s.byKey[key]; ok {
+		return false // one is already waiting
+	}
+	s.starting[key] = true
+	return true
+}
+
+// unreserve gives back a place reserve held, when the start failed.
+func (s *spares) unreserve(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.starting, key)
 }
 
 type spare struct {
 	run   *preparedRun
-	born  time.Time
 	timer *time.Timer
 }
 
@@ -123,29 +147,13 @@ func (s *spares) take(key string) *preparedRun {
 
 func (s *spares) put(key string, pr *preparedRun) {
 	s.mu.Lock()
-	if s.closed {
+	delete(s.starting, key)
+	if _, dup := s.byKey[key]; s.closed || dup {
 		s.mu.Unlock()
 		pr.discard()
 		return
 	}
-	var drop []*preparedRun
-	if old, ok := s.byKey[key]; ok {
-		old.timer.Stop()
-		drop = append(drop, old.run)
-		delete(s.byKey, key)
-	}
-	for len(s.byKey) >= s.max {
-		oldestKey := ""
-		for k, sp := range s.byKey {
-			if oldestKey == "" || sp.born.Before(s.byKey[oldestKey].born) {
-				oldestKey = k
-			}
-		}
-		s.byKey[oldestKey].timer.Stop()
-		drop = append(drop, s.byKey[oldestKey].run)
-		delete(s.byKey, oldestKey)
-	}
-	sp := &spare{run: pr, born: time.Now()}
+	sp := &spare{run: pr}
 	sp.timer = time.AfterFunc(s.idle, func() {
 		s.mu.Lock()
 		if s.byKey[key] == sp {
@@ -160,9 +168,6 @@ func (s *spares) put(key string, pr *preparedRun) {
 	})
 	s.byKey[key] = sp
 	s.mu.Unlock()
-	for _, d := range drop {
-		d.discard()
-	}
 }
 
 // dropChat discards the spares of chatKey.
