@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/nekro-go/nekro/internal/db"
@@ -21,10 +20,7 @@ import (
 
 // Database is where the chat tables live: set exactly one field, the same
 // database the KV store uses.
-type Database struct {
-	SQLite   *db.SQLite
-	Postgres *pgxpool.Pool
-}
+type Database = db.Handle
 
 // Service stores chats and broadcasts their events. It is safe for
 // concurrent use.

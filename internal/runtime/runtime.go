@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nekro-go/nekro/internal/db"
 	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/kv"
 	"github.com/nekro-go/nekro/internal/registry"
@@ -79,6 +80,7 @@ type Runtime struct {
 	runsDir                string  // this process's run directories
 	spares                 *spares // nil unless Config.WarmSpares
 	store                  *kv.Store
+	db                     db.Handle // shared by the KV store and the chat service
 	bg                     sync.WaitGroup
 }
 
@@ -164,6 +166,9 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	rt.registry.Cleanup(ctx)
 	if err := rt.store.Close(ctx); err != nil {
 		rt.log.Error("close kv store", "err", err)
+	}
+	if err := rt.db.Close(); err != nil {
+		rt.log.Error("close database", "err", err)
 	}
 	if rt.runsDir != "" {
 		os.Remove(rt.runsDir) // empty unless runs are still going

@@ -13,14 +13,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/nekro-go/nekro/internal/agent"
 	"github.com/nekro-go/nekro/internal/chat"
-	"github.com/nekro-go/nekro/internal/db"
 	"github.com/nekro-go/nekro/internal/runtime"
 )
 
@@ -28,9 +25,6 @@ import (
 const (
 	DefaultListen          = "127.0.0.1:8021"
 	DefaultShutdownTimeout = 30 * time.Second
-	// EnvDatabaseURL selects PostgreSQL instead of the embedded SQLite, for
-	// the KV store and the chats alike.
-	EnvDatabaseURL = "NEKRO_DATABASE_URL"
 	// EnvAPIToken sets the API token instead of the generated one.
 	EnvAPIToken = "NEKRO_API_TOKEN"
 )
@@ -64,15 +58,14 @@ type Server struct {
 	// Model is the configured model's name, "" when none.
 	Model string
 
-	opts    Options
-	log     *slog.Logger
-	rt      *runtime.Runtime
-	chats   *chat.Service
-	agent   *agent.Agent
-	closeDB func() error
-	http    *http.Server
-	ln      net.Listener
-	served  chan error
+	opts   Options
+	log    *slog.Logger
+	rt     *runtime.Runtime
+	chats  *chat.Service
+	agent  *agent.Agent
+	http   *http.Server
+	ln     net.Listener
+	served chan error
 
 	streamsDone chan struct{} // closed at shutdown: ends event streams
 	closeOnce   sync.Once
@@ -123,13 +116,8 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 
-	d, closeDB, err := openDatabase(ctx, s.rt, opts.Runtime.DatabaseURL)
-	if err != nil {
-		return nil, err
-	}
-	s.closeDB = closeDB
-	cleanups = append(cleanups, func() { closeDB() })
-	s.chats, err = chat.Open(ctx, d, s.rt.Layout(), opts.Log)
+	// Chats live in the runtime's database, next to the KV store.
+	s.chats, err = chat.Open(ctx, s.rt.Database(), s.rt.Layout(), opts.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -194,50 +182,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err := s.agent.Shutdown(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	cleanup := context.WithoutCancel(ctx)
-	if err := s.rt.Close(cleanup); err != nil {
-		errs = append(errs, err)
-	}
 	if err := s.chats.Close(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := s.closeDB(); err != nil {
+	// The runtime closes the database the chats used.
+	if err := s.rt.Close(context.WithoutCancel(ctx)); err != nil {
 		errs = append(errs, err)
 	}
 	if err := <-s.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// openDatabase opens the database the KV store uses, read the same way
-// (internal/kv/kvopen): a postgres:// URL, "sqlite:PATH" or "file:PATH",
-// or by default the data directory's nekro.db.
-func openDatabase(ctx context.Context, rt *runtime.Runtime, url string) (chat.Database, func() error, error) {
-	if url == "" {
-		url = os.Getenv(EnvDatabaseURL)
-	}
-	path := ""
-	switch {
-	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		pool, err := db.OpenPostgres(ctx, url)
-		if err != nil {
-			return chat.Database{}, nil, err
-		}
-		return chat.Database{Postgres: pool}, func() error { pool.Close(); return nil }, nil
-	case url == "", url == "sqlite:":
-		path = rt.Layout().Database()
-	case strings.HasPrefix(url, "sqlite:"):
-		path = strings.TrimPrefix(strings.TrimPrefix(url, "sqlite:"), "//")
-	case strings.HasPrefix(url, "file:"):
-		path = strings.TrimPrefix(url, "file:")
-	default:
-		scheme, _, _ := strings.Cut(url, ":")
-		return chat.Database{}, nil, fmt.Errorf("database URL scheme %q is not one of postgres, postgresql, sqlite, file", scheme)
-	}
-	d, err := db.OpenSQLite(ctx, path, db.SQLiteOptions{})
-	if err != nil {
-		return chat.Database{}, nil, err
-	}
-	return chat.Database{SQLite: d}, d.Close, nil
 }

@@ -5,9 +5,8 @@ package kvopen
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/nekro-go/nekro/internal/db"
@@ -18,13 +17,13 @@ import (
 
 // EnvDatabaseURL is the environment variable that selects the database
 // when the configuration does not.
-const EnvDatabaseURL = "NEKRO_DATABASE_URL"
+const EnvDatabaseURL = db.EnvDatabaseURL
 
-// Config selects and tunes the store.
+// Config says which database to open and how to run the store on it.
 type Config struct {
-	// DatabaseURL picks the engine: "" or "sqlite:" uses SQLitePath;
-	// "sqlite:PATH" (or "file:PATH") uses that file; "postgres://..." or
-	// "postgresql://..." uses PostgreSQL.
+	// DatabaseURL picks the engine, as db.Open reads it: "" or "sqlite:"
+	// uses SQLitePath; "sqlite:PATH" (or "file:PATH") uses that file;
+	// "postgres://..." or "postgresql://..." uses PostgreSQL.
 	DatabaseURL string
 	// SQLitePath is the embedded database, usually files.Layout.Database().
 	SQLitePath string
@@ -36,31 +35,60 @@ type Config struct {
 	Log        *slog.Logger
 }
 
-// Engine opens the engine cfg names.
-func Engine(ctx context.Context, cfg Config) (kv.Engine, error) {
-	u := cfg.DatabaseURL
-	switch {
-	case strings.HasPrefix(u, "postgres://"), strings.HasPrefix(u, "postgresql://"):
-		return postgres.Open(ctx, u)
-	case u == "", u == "sqlite:":
-		if cfg.SQLitePath == "" {
-			return nil, fmt.Errorf("kv: no database: neither a URL nor a SQLite path")
-		}
-		return sqlite.Open(ctx, cfg.SQLitePath, db.SQLiteOptions{FullSync: cfg.FullSync})
-	case strings.HasPrefix(u, "sqlite:"):
-		return sqlite.Open(ctx, strings.TrimPrefix(strings.TrimPrefix(u, "sqlite:"), "//"), db.SQLiteOptions{FullSync: cfg.FullSync})
-	case strings.HasPrefix(u, "file:"):
-		return sqlite.Open(ctx, strings.TrimPrefix(u, "file:"), db.SQLiteOptions{FullSync: cfg.FullSync})
+// EngineOn returns the KV engine on an open database, migrating it.
+// Closing the engine leaves the database open.
+func EngineOn(ctx context.Context, h db.Handle) (kv.Engine, error) {
+	if h.Postgres != nil {
+		return postgres.New(ctx, h.Postgres)
 	}
-	scheme, _, _ := strings.Cut(u, ":")
-	return nil, fmt.Errorf("kv: database URL scheme %q is not one of postgres, postgresql, sqlite, file", scheme)
+	return sqlite.New(ctx, h.SQLite)
 }
 
-// Open opens the store cfg names. Close it with Store.Close.
+// Engine opens the database cfg names and returns the KV engine on it;
+// closing the engine closes the database.
+func Engine(ctx context.Context, cfg Config) (kv.Engine, error) {
+	h, err := db.Open(ctx, cfg.DatabaseURL, cfg.SQLitePath, db.SQLiteOptions{FullSync: cfg.FullSync})
+	if err != nil {
+		return nil, err
+	}
+	eng, err := EngineOn(ctx, h)
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	return owning{Engine: eng, h: h}, nil
+}
+
+// owning is an engine that also owns its database.
+type owning struct {
+	kv.Engine
+	h db.Handle
+}
+
+func (o owning) Close(ctx context.Context) error {
+	return errors.Join(o.Engine.Close(ctx), o.h.Close())
+}
+
+// Open opens the database cfg names and returns the store on it; closing
+// the store closes the database.
 func Open(ctx context.Context, cfg Config) (*kv.Store, error) {
 	eng, err := Engine(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return kv.New(eng, kv.Options{Limits: cfg.Limits, SweepEvery: cfg.SweepEvery, Log: cfg.Log}), nil
+	return kv.New(eng, options(cfg)), nil
+}
+
+// OpenOn returns the store on a database shared with other components;
+// closing the store leaves the database open.
+func OpenOn(ctx context.Context, h db.Handle, cfg Config) (*kv.Store, error) {
+	eng, err := EngineOn(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	return kv.New(eng, options(cfg)), nil
+}
+
+func options(cfg Config) kv.Options {
+	return kv.Options{Limits: cfg.Limits, SweepEvery: cfg.SweepEvery, Log: cfg.Log}
 }
