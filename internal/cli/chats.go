@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/runtime"
 )
 
@@ -17,7 +18,10 @@ func newChatsCmd(g *globals) *cobra.Command {
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "reset CHAT",
-		Short: "Reset a chat: run every plugin's on-channel-reset hook for it",
+		Short: "Reset a chat: clear its history, then run every plugin's on-channel-reset hook",
+		Long: `Reset a chat as POST /api/chats/{chat}/reset does: delete its message
+history, then run every enabled plugin's on-channel-reset hook with the
+chat's key. Plugins' KV data stays unless a hook removes it.`,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -26,10 +30,19 @@ func newChatsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer rt.Close(ctx)
-			if err := rt.ResetChat(ctx, args[0]); err != nil {
+			chats, err := chat.Open(ctx, rt.Database(), rt.Layout(), g.logger())
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "chat %s reset\n", args[0])
+			defer chats.Close()
+			n, err := chats.Reset(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if err := rt.ResetChat(ctx, args[0]); err != nil {
+				return fmt.Errorf("chat %s: history cleared, but: %w", args[0], err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "chat %s reset: %d messages deleted, reset hooks ran\n", args[0], n)
 			return nil
 		},
 	})
