@@ -22,7 +22,7 @@ func newChatsCmd(g *globals) *cobra.Command {
 		Long: `Reset a chat as POST /api/chats/{chat}/reset does: delete its message
 history, then run every enabled plugin's on-channel-reset hook with the
 chat's key. Plugins' KV data stays unless a hook removes it.`,
-		Args:  cobra.ExactArgs(1),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			rt, err := runtime.Open(ctx, g.config())
