@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -100,7 +101,7 @@ func spareKey(chatKey string, l sandbox.Limits) string {
 type spares struct {
 	mu       sync.Mutex
 	byKey    map[string]*spare
-	starting map[string]bool // reserved by reserve, not yet put
+	starting map[string]bool // reserved, not yet put; false once dropChat cancelled it
 	max      int
 	idle     time.Duration
 	closed   bool
@@ -111,7 +112,7 @@ type spares struct {
 func (s *spares) reserve(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || s.starting[key] || len(s.byKey)+len(s.starting) >= s.max {
+	if _, busy := s.starting[key]; s.closed || busy || len(s.byKey)+len(s.starting) >= s.max {
 		return false
 	}
 	if _, ok := s.byKey[key]; ok {
@@ -147,8 +148,9 @@ func (s *spares) take(key string) *preparedRun {
 
 func (s *spares) put(key string, pr *preparedRun) {
 	s.mu.Lock()
+	live := s.starting[key]
 	delete(s.starting, key)
-	if _, dup := s.byKey[key]; s.closed || dup {
+	if _, dup := s.byKey[key]; s.closed || dup || !live {
 		s.mu.Unlock()
 		pr.discard()
 		return
@@ -170,9 +172,14 @@ func (s *spares) put(key string, pr *preparedRun) {
 	s.mu.Unlock()
 }
 
-// dropChat discards the spares of chatKey.
+// dropChat discards the spares of chatKey, also those still starting.
 func (s *spares) dropChat(chatKey string) {
 	s.mu.Lock()
+	for k := range s.starting {
+		if strings.HasPrefix(k, chatKey+"\x00") {
+			s.starting[k] = false
+		}
+	}
 	var drop []*preparedRun
 	for k, sp := range s.byKey {
 		if sp.run.chatKey == chatKey {
