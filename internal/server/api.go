@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nekro-go/nekro/internal/agent"
+	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/files"
 )
 
@@ -35,12 +37,14 @@ const (
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/chats/{chat}/messages", s.postMessage)
-	mux.HandleFunc("GET /api/chats/{chat}/messages", s.getMessages)
+	mux.HandleFunc("GET /api/chats/{chat}/messages", chatList("messages", func(ctx context.Context, key string) ([]chat.Message, error) {
+		return s.chats.History(ctx, key, 0)
+	}))
 	mux.HandleFunc("GET /api/chats/{chat}/events", s.events)
 	mux.HandleFunc("POST /api/chats/{chat}/reset", s.reset)
 	mux.HandleFunc("POST /api/chats/{chat}/exec", s.exec)
-	mux.HandleFunc("GET /api/chats/{chat}/runs", s.getRuns)
-	mux.HandleFunc("GET /api/chats/{chat}/turns", s.getTurns)
+	mux.HandleFunc("GET /api/chats/{chat}/runs", chatList("runs", s.chats.Runs))
+	mux.HandleFunc("GET /api/chats/{chat}/turns", chatList("turns", s.chats.Turns))
 	mux.HandleFunc("GET /api/status", s.status)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
@@ -136,43 +140,21 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, map[string]any{"message": m})
 }
 
-func (s *Server) getMessages(w http.ResponseWriter, r *http.Request) {
-	key, ok := chatKey(w, r)
-	if !ok {
-		return
+// chatList answers GET /api/chats/{chat}/<field> with what list returns
+// for the chat, as {"chat_key": ..., field: [...]}.
+func chatList[T any](field string, list func(ctx context.Context, chatKey string) ([]T, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key, ok := chatKey(w, r)
+		if !ok {
+			return
+		}
+		items, err := list(r.Context(), key)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, "%v", err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"chat_key": key, field: items})
 	}
-	ms, err := s.chats.History(r.Context(), key, 0)
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, "%v", err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"chat_key": key, "messages": ms})
-}
-
-func (s *Server) getRuns(w http.ResponseWriter, r *http.Request) {
-	key, ok := chatKey(w, r)
-	if !ok {
-		return
-	}
-	runs, err := s.chats.Runs(r.Context(), key)
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, "%v", err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"chat_key": key, "runs": runs})
-}
-
-func (s *Server) getTurns(w http.ResponseWriter, r *http.Request) {
-	key, ok := chatKey(w, r)
-	if !ok {
-		return
-	}
-	turns, err := s.chats.Turns(r.Context(), key)
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, "%v", err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"chat_key": key, "turns": turns})
 }
 
 func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
