@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the system packages nekro needs, only those that are missing:
 # bubblewrap (the sandbox) and Debian's python3 (the sandbox's
-# interpreter). With "test",
-# also the PostgreSQL server the test suite runs the KV conformance suite on.
+# interpreter). With "test", also chromium (the web UI's browser test)
+# and the PostgreSQL server the KV conformance suite runs on (docker.io
+# comes with .ci/docker.sh).
 set -euo pipefail
 
 need=()
@@ -11,6 +12,7 @@ command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 if [ "${1:-}" = test ]; then
   command -v pg_createcluster >/dev/null 2>&1 || need+=(postgresql postgresql-contrib)
   command -v pgrep >/dev/null 2>&1 || need+=(procps)
+  command -v chromium >/dev/null 2>&1 || need+=(chromium)   # the web UI's browser test
 fi
 [ ${#need[@]} -eq 0 ] && exit 0
 

@@ -31,9 +31,11 @@ const (
 //	POST /api/chats/{chat}/exec      {"code","user_id"} -> the run, as `nekro exec --json`
 //	GET  /api/chats/{chat}/runs      execution records
 //	GET  /api/chats/{chat}/turns     turns and how they ended
+//	GET  /api/chats/{chat}/uploads/{name}  one of the chat's uploads (attachments)
 //	GET  /api/status                 model, plugins
 //
-// Every call needs "Authorization: Bearer <token>".
+// Every /api/ call needs "Authorization: Bearer <token>". The browser UI
+// (/ and /ui/) holds no data and needs none: it asks for the token.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/chats/{chat}/messages", s.postMessage)
@@ -45,11 +47,15 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/chats/{chat}/exec", s.exec)
 	mux.HandleFunc("GET /api/chats/{chat}/runs", chatList("runs", s.chats.Runs))
 	mux.HandleFunc("GET /api/chats/{chat}/turns", chatList("turns", s.chats.Turns))
+	mux.HandleFunc("GET /api/chats/{chat}/uploads/{name}", s.upload)
 	mux.HandleFunc("GET /api/status", s.status)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 	})
-	return s.auth(mux)
+	top := http.NewServeMux()
+	top.Handle("/api/", s.auth(mux))
+	top.Handle("/", ui())
+	return top
 }
 
 func (s *Server) auth(next http.Handler) http.Handler {

@@ -200,7 +200,10 @@ func TestAPIRequiresToken(t *testing.T) {
 		{"GET", "/api/chats/c1/messages", "wrong"},
 		{"POST", "/api/chats/c1/exec", ""},
 		{"GET", "/api/status", testToken + "x"},
-		{"GET", "/nowhere", ""},
+		{"GET", "/api/nowhere", ""},
+		{"GET", "/api/chats/c1/events", ""},
+		{"GET", "/api/chats/c1/uploads/a.png", ""},
+		{"POST", "/api/chats/c1/reset", "Bearer"},
 	} {
 		var out map[string]string
 		if st := e.callToken(tc.token, tc.method, tc.path, map[string]string{"code": "print(1)"}, &out); st != http.StatusUnauthorized {
