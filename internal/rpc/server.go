@@ -33,10 +33,17 @@ import (
 	"github.com/nekro-go/nekro/plugin"
 )
 
-// Defaults.
+// Defaults and limits. Together they bound what one run can make the host
+// hold: at most MaxConns connections, each buffering at most one request
+// of MaxRequest bytes, answers of at most MaxResult bytes, and a record of
+// at most MaxCallRecords calls.
 const (
 	DefaultMaxRequest  = 16 << 20
+	DefaultMaxResult   = 16 << 20
+	DefaultMaxConns    = 8
 	DefaultCallTimeout = 60 * time.Second
+	MaxCallRecords     = 10000
+	maxMethodName      = 128
 )
 
 // Methods resolves a Python name to a method the run may call.
@@ -52,6 +59,8 @@ type Config struct {
 	Env         *plugin.RunEnv
 	Methods     Methods       // checked on every call (only enabled plugins answer)
 	MaxRequest  int           // bytes per request line; default 16 MiB
+	MaxResult   int           // bytes per encoded result; default 16 MiB
+	MaxConns    int           // open connections per run; default 8 (one per process is the norm)
 	CallTimeout time.Duration // per call unless the method sets its own; default 60 s
 	Log         *slog.Logger
 	// OnResult, if set, is called after each successful call, in call order,
@@ -82,11 +91,12 @@ type Server struct {
 	ctx  context.Context // cancelled by Close: ends the run's calls
 	stop context.CancelFunc
 
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	calls []Call
-	end   *Ending
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	calls   []Call
+	dropped int // calls not recorded once MaxCallRecords were
+	end     *Ending
 }
 
 // Listen creates the socket at path (mode 0666, so the sandbox user can
@@ -94,6 +104,12 @@ type Server struct {
 func Listen(ctx context.Context, path string, cfg Config) (*Server, error) {
 	if cfg.MaxRequest <= 0 {
 		cfg.MaxRequest = DefaultMaxRequest
+	}
+	if cfg.MaxResult <= 0 {
+		cfg.MaxResult = DefaultMaxResult
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
 	}
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = DefaultCallTimeout
@@ -126,6 +142,14 @@ func (s *Server) accept() {
 			return
 		}
 		s.mu.Lock()
+		if len(s.conns) >= s.cfg.MaxConns {
+			s.mu.Unlock()
+			b, _ := json.Marshal(response{ID: json.RawMessage("null"), Error: &rpcError{"too_many_connections",
+				fmt.Sprintf("this run already has %d connections open to the host (the limit)", s.cfg.MaxConns)}})
+			c.Write(append(b, '\n'))
+			c.Close()
+			continue
+		}
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
 		s.wg.Add(1)
@@ -165,11 +189,22 @@ func (s *Server) Bind(env *plugin.RunEnv, onResult func(m *plugin.MethodInfo, re
 	s.cfg.OnResult = onResult
 }
 
-// Calls returns the calls made so far, in order.
+// Addr returns the socket's path.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Calls returns the calls made so far, in order: at most MaxCallRecords;
+// Dropped says how many more were made.
 func (s *Server) Calls() []Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Call(nil), s.calls...)
+}
+
+// Dropped returns how many calls were made beyond MaxCallRecords.
+func (s *Server) Dropped() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dropped
 }
 
 // Ending returns the AGENT or MULTIMODAL_AGENT call that ended the run, or nil.
@@ -271,7 +306,11 @@ func (s *Server) handle(line []byte) response {
 	start := time.Now()
 	result, m, rerr := s.call(req)
 	d := time.Since(start)
-	call := Call{Method: req.Method, Duration: d, Micros: d.Microseconds()}
+	name := req.Method
+	if !validMethodName(name) {
+		name = "?" // never keep what a hostile request put there
+	}
+	call := Call{Method: name, Duration: d, Micros: d.Microseconds()}
 	if rerr != nil {
 		call.Error = rerr.Message
 		resp.Error = rerr
@@ -279,7 +318,11 @@ func (s *Server) handle(line []byte) response {
 		resp.Result = result
 	}
 	s.mu.Lock()
-	s.calls = append(s.calls, call)
+	if len(s.calls) < MaxCallRecords {
+		s.calls = append(s.calls, call)
+	} else {
+		s.dropped++
+	}
 	onResult := s.cfg.OnResult
 	s.mu.Unlock()
 	if rerr == nil && onResult != nil {
@@ -289,8 +332,12 @@ func (s *Server) handle(line []byte) response {
 }
 
 func (s *Server) call(req request) (json.RawMessage, *plugin.MethodInfo, *rpcError) {
-	if req.Method == "" {
-		return nil, nil, &rpcError{"bad_request", "request names no method"}
+	if !validMethodName(req.Method) {
+		name := req.Method
+		if len(name) > 40 {
+			name = name[:40] + "..."
+		}
+		return nil, nil, &rpcError{"bad_request", fmt.Sprintf("%q is not a method name", name)}
 	}
 	m, err := s.cfg.Methods.Method(req.Method)
 	if err != nil {
@@ -348,6 +395,9 @@ func (s *Server) call(req request) (json.RawMessage, *plugin.MethodInfo, *rpcErr
 		}
 		return nil, m, &rpcError{"plugin", o.err.Error()}
 	}
+	if len(o.result) > s.cfg.MaxResult {
+		return nil, m, &rpcError{"too_large", fmt.Sprintf("%s(): the method's result is %d bytes, over the %d MiB limit", req.Method, len(o.result), s.cfg.MaxResult>>20)}
+	}
 	if m.Type.EndsRun() {
 		s.mu.Lock()
 		if s.end != nil {
@@ -358,4 +408,22 @@ func (s *Server) call(req request) (json.RawMessage, *plugin.MethodInfo, *rpcErr
 		s.mu.Unlock()
 	}
 	return o.result, m, nil
+}
+
+// validMethodName reports whether name can be a sandbox method's name: a
+// Python identifier of at most 128 bytes. Anything else is refused before
+// it is looked up, recorded or echoed.
+func validMethodName(name string) bool {
+	if name == "" || len(name) > maxMethodName {
+		return false
+	}
+	for i, r := range name {
+		switch {
+		case r == '_', 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z':
+		case '0' <= r && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -40,6 +40,8 @@ type ExecResult struct {
 	Output     string           `json:"output"`
 	DurationMS int64            `json:"duration_ms"`
 	Calls      []rpc.Call       `json:"calls"`
+	// CallsNotRecorded counts calls beyond the first rpc.MaxCallRecords.
+	CallsNotRecorded int `json:"calls_not_recorded,omitempty"`
 	// Note explains the stop type when the output alone would not.
 	Note string `json:"note,omitempty"`
 	// AgentResult is the result of the AGENT or MULTIMODAL_AGENT call that
@@ -131,6 +133,7 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 	res := &ExecResult{
 		RunID: runID, ChatKey: req.ChatKey, ExitCode: outcome.ExitCode, Output: outcome.Output,
 		Duration: outcome.Duration, DurationMS: outcome.Duration.Milliseconds(), Calls: srv.Calls(),
+		CallsNotRecorded: srv.Dropped(),
 	}
 	if res.Calls == nil {
 		res.Calls = []rpc.Call{}
