@@ -12,7 +12,11 @@
 //     always empty inside sandbox methods, so its user-scoped storage never
 //     worked); a run without a user gets a clear error instead;
 //   - add_note uses Store.Update, so two notes added at the same time are
-//     both kept (the seeds' get-then-set loses one of them).
+//     both kept (the seeds' get-then-set loses one of them);
+//   - get_user_preference keeps seed 004's signature (user_id,
+//     preference_key) but reads only the run's own user: user_id comes from
+//     the AI, and honouring it would let any chat read any user's data. A
+//     user_id other than the run's user is refused with an error.
 package kvstore
 
 import (
@@ -126,9 +130,14 @@ Example:
 		Doc: `获取用户的偏好设置值。
 
 根据用户ID和偏好键名,从插件存储中检索对应的偏好设置值。
+只能读取当前用户自己的偏好设置:user_id 必须是当前用户的 ID,
+否则会抛出错误。
+
+Only the current user's preferences can be read: user_id must be the
+current user's ID, any other user_id raises an error.
 
 Args:
-    user_id (str): 用户的唯一标识符。
+    user_id (str): 用户的唯一标识符 (必须是当前用户)。
     preference_key (str): 需要查询的偏好设置的键名 (例如:"theme", "language")。
 
 Returns:
@@ -290,10 +299,18 @@ type userPrefArgs struct {
 	PreferenceKey string `json:"preference_key" jsonschema:"需要查询的偏好设置的键名"`
 }
 
-// getUserPreference reads the named user's scope, as seed 004 does: the
-// user is an argument here, not the run's user.
+// errOtherUser refuses get_user_preference for a user other than the run's.
+var errOtherUser = errors.New("get_user_preference can only read the current user's preferences")
+
+// getUserPreference reads a preference of the run's user. Seed 004 reads
+// the scope of whatever user_id it is given; user_id comes from the AI, so
+// that would let any chat read any user's data. The argument is kept for
+// the seed's signature and must name the run's own user.
 func getUserPreference(ctx *plugin.Ctx, a userPrefArgs) (*string, error) {
-	v, found, err := ctx.Store().Get(ctx, plugin.User(a.UserID), a.PreferenceKey)
+	if a.UserID != ctx.UserID() {
+		return nil, fmt.Errorf("user_id %q is not the current user: %w", a.UserID, errOtherUser)
+	}
+	v, found, err := ctx.Store().Get(ctx, ctx.UserScope(), a.PreferenceKey)
 	if err != nil || !found {
 		return nil, err
 	}

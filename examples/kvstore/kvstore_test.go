@@ -69,7 +69,18 @@ func testSeedExamples(t *testing.T, n nekro) {
 	n.want("group_A", "U", "save_preference.py", "偏好设置已保存\n偏好: {'theme': 'dark', 'notifications': True}\n")
 	n.want("group_B", "U", "get_preference.py", "偏好: {'theme': 'dark', 'notifications': True}\n")
 	n.want("group_A", "V", "get_preference.py", "偏好: {'theme': 'light', 'notifications': False}\n")
-	n.want("group_B", "V", "get_user_preference.py", "用户的主题是: dark\nNone\n")
+	n.want("group_B", "U", "get_user_preference.py", "用户的主题是: dark\nNone\n")
+
+	// get_user_preference reads only the run's own user: user_id comes from
+	// the AI, so another chat's user naming U must not get U's secrets.
+	n.want("U_dm", "U", "save_api_key.py", "偏好设置已保存\n")
+	for _, who := range []struct{ chat, user string }{{"other", "V"}, {"U_dm", "V"}, {"other", ""}} {
+		out, code := n.exec(who.chat, who.user, "other_user_preference.py")
+		if code != 0 || strings.Contains(out, "sk-secret-of-U") ||
+			!strings.Contains(out, "can only read the current user's preferences") {
+			t.Fatalf("get_user_preference(\"U\") in %s as %q (exit %d): %q; want a refusal", who.chat, who.user, code, out)
+		}
+	}
 
 	// The chat-scoped value stayed in group_A.
 	if out, code := n.kv("get", "--chat", "group_A", "last_command"); code != 0 || out != "/weather London\n" {
@@ -156,7 +167,7 @@ func testSeedExamples(t *testing.T, n nekro) {
 	}
 
 	// The operator CLI: list a scope, delete, usage.
-	if out, _ := n.kv("list", "--user", "U"); out != "all_notes\npreferences\ntheme\n" {
+	if out, _ := n.kv("list", "--user", "U"); out != "all_notes\napi_key\npreferences\ntheme\n" {
 		t.Fatalf("kv list --user U = %q", out)
 	}
 	if out, _ := n.kv("del", "--user", "U", "theme"); out != "deleted\n" {
@@ -165,7 +176,7 @@ func testSeedExamples(t *testing.T, n nekro) {
 	if out, _ := n.kv("del", "--user", "U", "theme"); out != "not found\n" {
 		t.Fatalf("second kv del = %q", out)
 	}
-	n.want("group_B", "V", "get_user_preference.py", "未找到用户的主题偏好设置。\nNone\n")
+	n.want("group_B", "U", "get_user_preference.py", "未找到用户的主题偏好设置。\nNone\n")
 	if out, code := n.kv("set", "--max-value", "4", "big", "12345"); code == 0 || out != "" {
 		t.Fatalf("kv set over --max-value: %q exit %d", out, code)
 	}

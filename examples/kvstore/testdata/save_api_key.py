@@ -1,0 +1,1 @@
+print(save_preference("api_key", "sk-secret-of-U"))
