@@ -42,7 +42,9 @@ const (
 	DefaultMaxHistory         = 100
 	DefaultMaxConcurrentTurns = 64
 	DefaultTurnTimeout        = 15 * time.Minute
-	MaxMessageBytes           = 64 << 10
+	// MaxMessageBytes caps a user's message, as the chat caps every
+	// message.
+	MaxMessageBytes = chat.MaxTextBytes
 )
 
 // Config tunes an Agent. The zero value uses the defaults.
@@ -293,7 +295,7 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 		}
 		log.Warn("turn ended early", "status", turn.Status, "error", turn.Error)
 		if _, err := a.chats.AddMessage(context.WithoutCancel(ctx), chat.Message{ChatKey: chatKey, Role: chat.System,
-			SenderID: chat.SystemID, SenderName: "SYSTEM", Text: "nekro: " + turn.Error, TurnID: turn.ID}); err != nil {
+			SenderID: chat.SystemID, SenderName: "SYSTEM", Text: chat.TruncateText("nekro: " + turn.Error), TurnID: turn.ID}); err != nil {
 			log.Error("record turn failure", "err", err)
 		}
 	}
@@ -325,11 +327,12 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 		// feedback already contains that result.
 		var agentMsgIDs sync.Map
 		execStart := time.Now()
+		snd := a.chats.Sender(chatKey, turn.ID) // a new budget for every run
 		res, err := a.rt.Exec(ctx, runtime.ExecRequest{
 			ChatKey: chatKey, UserID: userID, Code: code, Limits: a.cfg.Limits,
-			Chat: a.chats.Sender(chatKey, turn.ID),
+			Chat: snd,
 			OnResult: func(m *plugin.MethodInfo, result json.RawMessage) {
-				if id := a.recordResult(ctx, turn, m, result); id != 0 && m.Type.EndsRun() {
+				if id := a.recordResult(ctx, snd, m, result); id != 0 && m.Type.EndsRun() {
 					agentMsgIDs.Store(id, true)
 				}
 			},
@@ -367,7 +370,7 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 			if err := json.Unmarshal(res.AgentResult, &text); err != nil {
 				text = string(res.AgentResult)
 			}
-			msgs = append(msgs, TextMessage("user", agentFeedback(res.AgentMethod, text, news)))
+			msgs = append(msgs, TextMessage("user", agentFeedback(res.AgentMethod, chat.TruncateText(text), news)))
 		case sandbox.MultimodalAgent:
 			var parts []plugin.ContentPart
 			if err := json.Unmarshal(res.AgentResult, &parts); err != nil {
@@ -376,7 +379,7 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 			}
 			content := []plugin.ContentPart{plugin.TextPart(fmt.Sprintf(
 				"[Multimodal Agent Method Response] %s returned the following content:", res.AgentMethod))}
-			content = append(content, parts...)
+			content = append(content, capParts(parts)...)
 			content = append(content, plugin.TextPart("[result end]\nThe code after the agent method call was NOT executed. "+
 				"Continue based on this response with one Python script."+newMessagesText(news)))
 			msgs = append(msgs, ChatMessage{Role: "user", Content: Content{Parts: content}})
@@ -388,10 +391,24 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 	return sandboxTime
 }
 
+// capParts cuts the text parts of a multimodal result as message texts
+// are cut, so a result cannot blow up the next request.
+func capParts(parts []plugin.ContentPart) []plugin.ContentPart {
+	out := make([]plugin.ContentPart, len(parts))
+	for i, p := range parts {
+		if p.Type == "text" {
+			p.Text = chat.TruncateText(p.Text)
+		}
+		out[i] = p
+	}
+	return out
+}
+
 // recordResult stores BEHAVIOR results (and the results of the agent
 // methods, for later turns) as system messages of the chat, as they
-// happen. It returns the stored message's id, or 0.
-func (a *Agent) recordResult(ctx context.Context, turn *chat.Turn, m *plugin.MethodInfo, result json.RawMessage) int64 {
+// happen, through the run's sender: cut to chat.MaxTextBytes, and within
+// the run's message budget. It returns the stored message's id, or 0.
+func (a *Agent) recordResult(ctx context.Context, snd *chat.RunSender, m *plugin.MethodInfo, result json.RawMessage) int64 {
 	var text string
 	switch m.Type {
 	case plugin.Behavior, plugin.Agent:
@@ -417,10 +434,9 @@ func (a *Agent) recordResult(ctx context.Context, turn *chat.Turn, m *plugin.Met
 	default:
 		return 0
 	}
-	msg, err := a.chats.AddMessage(context.WithoutCancel(ctx), chat.Message{ChatKey: turn.ChatKey, Role: chat.System,
-		SenderID: chat.SystemID, SenderName: "SYSTEM", Text: text, TurnID: turn.ID})
+	msg, err := snd.Record(context.WithoutCancel(ctx), text)
 	if err != nil {
-		a.log.Error("record method result", "chat", turn.ChatKey, "method", m.Name, "err", err)
+		a.log.Warn("record method result", "method", m.Name, "err", err)
 		return 0
 	}
 	return msg.ID
@@ -462,12 +478,13 @@ func runRecord(turn *chat.Turn, iteration int, code string, res *runtime.ExecRes
 // Exec runs code in the chat's sandbox without a model (the playground):
 // what plugins send lands in the chat, and the run is recorded.
 func (a *Agent) Exec(ctx context.Context, chatKey, userID, code string) (*runtime.ExecResult, error) {
+	snd := a.chats.Sender(chatKey, 0)
 	res, err := a.rt.Exec(ctx, runtime.ExecRequest{
 		ChatKey: chatKey, UserID: userID, Code: code, Limits: a.cfg.Limits,
-		Chat: a.chats.Sender(chatKey, 0),
+		Chat: snd,
 		OnResult: func(m *plugin.MethodInfo, result json.RawMessage) {
 			if m.Type == plugin.Behavior {
-				a.recordResult(ctx, &chat.Turn{ChatKey: chatKey}, m, result)
+				a.recordResult(ctx, snd, m, result)
 			}
 		},
 	})

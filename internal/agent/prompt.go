@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/sandbox"
@@ -34,6 +35,43 @@ func SystemPrompt(methodDocs string) string {
 	return b.String()
 }
 
+// Prompt caps: what the history and the news of a request may take, so no
+// chat, however much its code wrote, makes an unbounded request. The
+// newest messages are kept, and the prompt says what was left out.
+const (
+	// MaxPromptMessageBytes caps the text of one message in a prompt.
+	MaxPromptMessageBytes = 16 << 10
+	// MaxPromptHistoryBytes caps the rendered history of a turn.
+	MaxPromptHistoryBytes = 256 << 10
+	// MaxPromptNewsBytes caps the messages listed after a run.
+	MaxPromptNewsBytes = 64 << 10
+)
+
+// renderMessage renders one history entry, its text cut to
+// MaxPromptMessageBytes.
+func renderMessage(m chat.Message) string {
+	var b strings.Builder
+	formatMessage(&b, m)
+	return b.String()
+}
+
+// renderNewest renders the newest of ms that fit in budget bytes, oldest
+// first, and returns how many older ones were left out.
+func renderNewest(ms []chat.Message, budget int) (entries []string, omitted int) {
+	total := 0
+	first := len(ms)
+	rendered := make([]string, len(ms))
+	for i := len(ms) - 1; i >= 0; i-- {
+		e := renderMessage(ms[i])
+		if total+len(e) > budget {
+			break
+		}
+		total += len(e)
+		rendered[i], first = e, i
+	}
+	return rendered[first:], first
+}
+
 // formatMessage renders one history entry on its own lines.
 func formatMessage(b *strings.Builder, m chat.Message) {
 	ts := m.Time.Format("2006-01-02 15:04:05")
@@ -46,7 +84,16 @@ func formatMessage(b *strings.Builder, m chat.Message) {
 		fmt.Fprintf(b, "[#%d %s] SYSTEM:", m.ID, ts)
 	}
 	if m.Text != "" {
-		text := strings.ReplaceAll(m.Text, "\n", "\n    ")
+		text := m.Text
+		if len(text) > MaxPromptMessageBytes {
+			keep := MaxPromptMessageBytes
+			for keep > 0 && !utf8.RuneStart(text[keep]) {
+				keep--
+			}
+			text = fmt.Sprintf("%s\n[nekro: the rest of this message, %d of its %d bytes, is left out]",
+				text[:keep], len(text)-keep, len(text))
+		}
+		text = strings.ReplaceAll(text, "\n", "\n    ")
 		b.WriteString(" " + text)
 	}
 	b.WriteString("\n")
@@ -65,12 +112,19 @@ func quoteName(s string) string {
 // HistoryPrompt renders the chat history as the user message of a turn:
 // the history oldest first (each entry numbered by its message id), then
 // which messages this turn answers. Earlier entries render identically in
-// later turns, so the prompt grows at its end only.
+// later turns, so the prompt grows at its end only, until the history is
+// over MaxPromptHistoryBytes: then the oldest entries are left out, and a
+// line says how many.
 func HistoryPrompt(chatKey string, history []chat.Message, answering []chat.Message) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "<chat_history chat_key=%q>\n", chatKey)
-	for _, m := range history {
-		formatMessage(&b, m)
+	entries, omitted := renderNewest(history, MaxPromptHistoryBytes)
+	if omitted > 0 {
+		fmt.Fprintf(&b, "[nekro: %d older message(s) left out: the history shown is capped at %d KiB, newest kept]\n",
+			omitted, MaxPromptHistoryBytes>>10)
+	}
+	for _, e := range entries {
+		b.WriteString(e)
 	}
 	b.WriteString("</chat_history>\n")
 	if len(answering) > 0 {
@@ -110,8 +164,13 @@ func newMessagesText(ms []chat.Message) string {
 	}
 	var b strings.Builder
 	b.WriteString("\nNew in the chat since your last script:\n")
-	for _, m := range ms {
-		formatMessage(&b, m)
+	entries, omitted := renderNewest(ms, MaxPromptNewsBytes)
+	if omitted > 0 {
+		fmt.Fprintf(&b, "[nekro: %d older new message(s) left out: this list is capped at %d KiB, newest kept]\n",
+			omitted, MaxPromptNewsBytes>>10)
+	}
+	for _, e := range entries {
+		b.WriteString(e)
 	}
 	return b.String()
 }

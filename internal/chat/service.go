@@ -77,9 +77,14 @@ func fromMicros(us int64) time.Time {
 }
 
 // AddMessage stores m (its ID and Time are set here) and broadcasts it.
+// A text over MaxTextBytes is refused (ErrTextTooLong), whoever wrote it:
+// cut the host's own texts with TruncateText first.
 func (s *Service) AddMessage(ctx context.Context, m Message) (Message, error) {
 	if err := files.ValidateKey("chat", m.ChatKey); err != nil {
 		return Message{}, err
+	}
+	if len(m.Text) > MaxTextBytes {
+		return Message{}, textTooLong(len(m.Text))
 	}
 	switch m.Role {
 	case User, Assistant, System:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/db"
@@ -297,5 +299,97 @@ func TestSenderStoresAttachmentsUnderUploads(t *testing.T) {
 		if e.Type != chat.EventMessage || e.Message.Text != want || e.Message.Role != chat.Assistant {
 			t.Fatalf("event %d: %+v", i, e)
 		}
+	}
+}
+
+// No message text over MaxTextBytes is stored, whoever writes it, and the
+// error names the size and the limit; the host cuts its own texts with a
+// note instead.
+func TestMessageTextIsCapped(t *testing.T) {
+	ctx := context.Background()
+	s, _ := open(t, "sqlite")
+	for _, role := range []chat.Role{chat.User, chat.Assistant, chat.System} {
+		_, err := s.AddMessage(ctx, chat.Message{ChatKey: "cap", Role: role, SenderID: "x", Text: strings.Repeat("A", chat.MaxTextBytes+1)})
+		if !errors.Is(err, chat.ErrTextTooLong) || !strings.Contains(err.Error(), "65537 bytes") || !strings.Contains(err.Error(), "64 KiB") {
+			t.Fatalf("%s message over the limit: %v", role, err)
+		}
+	}
+	if _, err := s.AddMessage(ctx, chat.Message{ChatKey: "cap", Role: chat.Assistant, SenderID: "x", Text: strings.Repeat("A", chat.MaxTextBytes)}); err != nil {
+		t.Fatalf("a message at the limit: %v", err)
+	}
+	snd := s.Sender("cap", 0)
+	err := snd.SendText(ctx, strings.Repeat("A", 15<<20))
+	if !errors.Is(err, chat.ErrTextTooLong) || !strings.Contains(err.Error(), "15728640 bytes") {
+		t.Fatalf("SendText of 15 MiB: %v", err)
+	}
+	if h, _ := s.History(ctx, "cap", 0); len(h) != 1 {
+		t.Fatalf("%d messages stored, want only the one at the limit", len(h))
+	}
+
+	// The host's records are cut, at a rune boundary, with a note.
+	long := strings.Repeat("é", chat.MaxTextBytes) // 2 bytes each
+	m, err := snd.Record(ctx, long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Text) > chat.MaxTextBytes || !utf8.ValidString(m.Text) ||
+		!strings.HasSuffix(m.Text, "[nekro: cut here: the text was 131072 bytes, over the 64 KiB limit of a message]") {
+		t.Fatalf("recorded text is %d bytes, valid %v, ends %q", len(m.Text), utf8.ValidString(m.Text), m.Text[len(m.Text)-100:])
+	}
+	if got := chat.TruncateText("short"); got != "short" {
+		t.Fatalf("TruncateText changed a short text: %q", got)
+	}
+}
+
+// One run stores at most MaxRunMessages messages and
+// MaxRunAttachmentBytes of attachments; the next run has a new budget.
+func TestRunSenderBudget(t *testing.T) {
+	ctx := context.Background()
+	s, _, layout := openLayout(t, "sqlite")
+	snd := s.Sender("budget", 7)
+	for i := range chat.MaxRunMessages {
+		if err := snd.SendText(ctx, fmt.Sprint("message ", i)); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	err := snd.SendText(ctx, "one too many")
+	if !errors.Is(err, chat.ErrRunLimit) || !strings.Contains(err.Error(), "50 messages") {
+		t.Fatalf("message 51: %v", err)
+	}
+	if err := snd.SendFile(ctx, "f.txt", strings.NewReader("x")); !errors.Is(err, chat.ErrRunLimit) {
+		t.Fatalf("file past the message budget: %v", err)
+	}
+	// Results recorded past the budget leave one note, then nothing.
+	for range 3 {
+		if _, err := snd.Record(ctx, "a result"); !errors.Is(err, chat.ErrRunLimit) {
+			t.Fatalf("record past the budget: %v", err)
+		}
+	}
+	h, _ := s.History(ctx, "budget", 0)
+	if len(h) != chat.MaxRunMessages+1 || !strings.Contains(h[len(h)-1].Text, "reached its limit of 50 messages") {
+		t.Fatalf("%d messages, last %q", len(h), h[len(h)-1].Text)
+	}
+	if err := s.Sender("budget", 8).SendText(ctx, "next run"); err != nil {
+		t.Fatalf("the next run: %v", err)
+	}
+
+	// Attachments: 40 MiB fits, 30 MiB more does not and leaves no file;
+	// what is left still fits.
+	snd = s.Sender("budget", 9)
+	if err := snd.SendFile(ctx, "big.bin", bytes.NewReader(make([]byte, 40<<20))); err != nil {
+		t.Fatal(err)
+	}
+	err = snd.SendFile(ctx, "more.bin", bytes.NewReader(make([]byte, 30<<20)))
+	if !errors.Is(err, chat.ErrRunLimit) || !strings.Contains(err.Error(), "over 64 MiB, the most one run may send") {
+		t.Fatalf("attachments over the run's budget: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(layout.UploadsDir("budget"), "more.bin")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused attachment was kept: %v", err)
+	}
+	if err := snd.SendFile(ctx, "rest.bin", bytes.NewReader(make([]byte, 24<<20))); err != nil {
+		t.Fatalf("an attachment within what is left: %v", err)
+	}
+	if err := snd.SendFile(ctx, "one.bin", strings.NewReader("x")); !errors.Is(err, chat.ErrRunLimit) {
+		t.Fatalf("an attachment once the budget is used up: %v", err)
 	}
 }
