@@ -312,7 +312,7 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 		TextMessage("system", SystemPrompt(a.rt.Registry().RenderMethods())),
 		TextMessage("user", HistoryPrompt(chatKey, history, claimed)),
 	}
-	userID := claimed[len(claimed)-1].SenderID
+	userID := turnUser(claimed)
 	for i := 1; i <= a.cfg.MaxIterations; i++ {
 		comp, err := a.model.Complete(ctx, msgs)
 		turn.Requests++
@@ -389,6 +389,30 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 		}
 	}
 	return sandboxTime
+}
+
+// turnUser is the user a turn's runs act for: the sender of the claimed
+// messages when they all come from one user, else nobody.
+//
+// A run acts with its user's identity, and the user's KV scope spans
+// chats, so a turn answering users A and B must act as neither: code
+// written in answer to A's message would otherwise read (or overwrite)
+// B's private data. With no user, user-scoped store calls fail with a
+// clear error that reaches the model, and the prompt says why. (The other
+// choice, one sender's messages per turn, keeps per-user data reachable
+// but splits a group's exchange into turns that each see part of it; a
+// turn answering one user, the common case, acts as that user.)
+func turnUser(claimed []chat.Message) string {
+	if len(claimed) == 0 {
+		return ""
+	}
+	user := claimed[0].SenderID
+	for _, m := range claimed[1:] {
+		if m.SenderID != user {
+			return ""
+		}
+	}
+	return user
 }
 
 // capParts cuts the text parts of a multimodal result as message texts

@@ -129,10 +129,16 @@ func HistoryPrompt(chatKey string, history []chat.Message, answering []chat.Mess
 	b.WriteString("</chat_history>\n")
 	if len(answering) > 0 {
 		ids := make([]string, len(answering))
+		users := map[string]bool{}
 		for i, m := range answering {
 			ids[i] = fmt.Sprintf("#%d", m.ID)
+			users[m.SenderID] = true
 		}
 		fmt.Fprintf(&b, "Answer the new message(s) %s. Reply with one Python script.\n", strings.Join(ids, ", "))
+		if len(users) > 1 {
+			fmt.Fprintf(&b, "These messages come from %d different users, so your script runs for no user: "+
+				"methods that keep data per user fail. Answer without them, or ask each user to write on their own.\n", len(users))
+		}
 	}
 	return b.String()
 }

@@ -38,10 +38,23 @@ func TestHistoryPromptIsCapped(t *testing.T) {
 	if strings.Contains(p, "message 1 ") {
 		t.Fatal("the oldest message was kept over the newest")
 	}
+	if strings.Contains(p, "different users") {
+		t.Fatal("a one-user turn is told it has no user")
+	}
 
 	// A short history is shown whole, with no note.
 	short := agent.HistoryPrompt("c", []chat.Message{last}, []chat.Message{last})
 	if strings.Contains(short, "nekro:") {
 		t.Fatalf("short history has a note:\n%s", short)
+	}
+}
+
+// A turn answering several users is told that it runs for none of them.
+func TestHistoryPromptMixedSenders(t *testing.T) {
+	a := chat.Message{ID: 1, Role: chat.User, SenderID: "alice", Text: "hi"}
+	b := chat.Message{ID: 2, Role: chat.User, SenderID: "bob", Text: "hello"}
+	p := agent.HistoryPrompt("c", []chat.Message{a, b}, []chat.Message{a, b})
+	if !strings.Contains(p, "These messages come from 2 different users, so your script runs for no user") {
+		t.Fatalf("mixed-sender prompt:\n%s", p)
 	}
 }

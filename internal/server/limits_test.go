@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nekro-go/nekro/internal/agent"
 	"github.com/nekro-go/nekro/internal/agent/llmtest"
@@ -139,4 +140,74 @@ func TestLargeMethodResultsAreCut(t *testing.T) {
 			t.Fatalf("a %d-byte message was stored", len(m.Text))
 		}
 	}
+}
+
+// A turn answering one user runs as that user and reads their data; a
+// turn answering two users runs as neither, so code answering one cannot
+// read the other's private data.
+func TestMixedSenderTurnRunsWithoutUser(t *testing.T) {
+	const read = `
+try:
+    send_msg_text(_ck, "got " + get_preference("theme"))
+except Exception as e:
+    send_msg_text(_ck, "error " + str(e))`
+	e := startEnv(t, func(r llmtest.Request) llmtest.Reply {
+		var reply llmtest.Reply
+		switch texts := answeredTexts(r); {
+		case len(texts) == 1 && texts[0] == "save":
+			reply = llmtest.Code(`send_msg_text(_ck, save_preference("theme", "dark"))`)
+		case len(texts) == 1 && texts[0] == "hold":
+			reply = llmtest.Code(`send_msg_text(_ck, "held")`)
+			reply.Delay = 500 * time.Millisecond
+		default:
+			reply = llmtest.Code(read)
+		}
+		return reply
+	}, nil)
+	last := func() string {
+		h := e.history("group")
+		return h[len(h)-1].Text
+	}
+	// Alice saves, and reads her own preferences back in a turn of hers.
+	e.post("group", "alice", "Alice", "save")
+	e.waitTurns("group", 1)
+	e.post("group", "alice", "Alice", "read")
+	e.waitTurns("group", 2)
+	if got := last(); got != "got 偏好: {'theme': 'dark', 'notifications': True}" {
+		t.Fatalf("single-sender turn read %q", got)
+	}
+	// Bob saves too.
+	e.post("group", "bob", "Bob", "save")
+	e.waitTurns("group", 3)
+
+	// While a turn of Alice's runs, both write; the next turn answers both.
+	e.post("group", "alice", "Alice", "hold")
+	time.Sleep(150 * time.Millisecond)
+	e.post("group", "bob", "Bob", "read")
+	e.post("group", "alice", "Alice", "read")
+	turns := e.waitTurns("group", 5)
+	if len(turns) != 5 {
+		t.Fatalf("%d turns: %+v", len(turns), turns)
+	}
+	got := last()
+	if strings.Contains(got, "dark") || !strings.Contains(got, "error ") || !strings.Contains(got, "without a user") {
+		t.Fatalf("mixed-sender turn read %q, want a no-user error", got)
+	}
+	reqs := e.model.Requests()
+	mustContain(t, "mixed-sender prompt", reqs[len(reqs)-1].Last(), "These messages come from 2 different users, so your script runs for no user")
+}
+
+// answeredTexts returns the texts of the messages the request answers.
+func answeredTexts(r llmtest.Request) []string {
+	var out []string
+	hist := r.Messages[1].Content.String()
+	for _, id := range strings.Split(answering(r), ", ") {
+		for _, line := range strings.Split(hist, "\n") {
+			if strings.HasPrefix(line, "["+id+" ") {
+				_, text, _ := strings.Cut(line, "): ")
+				out = append(out, text)
+			}
+		}
+	}
+	return out
 }
