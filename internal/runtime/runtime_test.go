@@ -469,3 +469,63 @@ func TestBadKeysAreRefused(t *testing.T) {
 		t.Errorf("file of chat ../../etc not under sandboxes/: %v", matches)
 	}
 }
+
+// Memory and processes are limited per run, not only per process: a run
+// that forks cannot add its children's memory up, nor fill /dev/shm.
+func TestRunLimitsBindTheWholeRun(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("per-run cgroups need a root host; rlimits alone apply")
+	}
+	rt, err := runtime.Open(context.Background(), runtime.Config{
+		DataDir: testutil.DataDir(t), Plugins: []*plugin.Plugin{testPlugin()},
+		Limits: sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 256 << 20, Processes: 32, TmpBytes: 16 << 20},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(context.Background())
+	res := run(t, rt, `
+import os
+kids = []
+for i in range(4):
+    pid = os.fork()
+    if pid == 0:
+        b = bytearray(120 << 20)          # under the per-process limit...
+        for j in range(0, len(b), 4096):  # ...but 4 x 120 MiB is over the run's 256
+            b[j] = 1
+        os._exit(0)
+    kids.append(pid)
+codes = [os.waitstatus_to_exitcode(os.waitpid(k, 0)[1]) for k in kids]
+print("children:", codes)
+forked = 0
+try:
+    for i in range(100):
+        if os.fork() == 0:
+            import time; time.sleep(5); os._exit(0)
+        forked += 1
+except OSError as e:
+    print("fork stopped after", forked, e.errno)
+try:
+    open("/dev/shm/big", "wb").write(b"x" * (64 << 20))
+except OSError as e:
+    print("shm:", e.errno)
+try:
+    open("/dev/evil", "w")
+except OSError as e:
+    print("dev:", e.errno)
+`)
+	if !strings.Contains(res.Output, "-9") {
+		t.Errorf("no child was killed for memory (children exit codes should include -9):\n%s", res.Output)
+	}
+	if !strings.Contains(res.Output, "fork stopped after") {
+		t.Errorf("100 forks were allowed with a 32-process limit:\n%s", res.Output)
+	}
+	for _, w := range []string{"shm: 28", "dev: 30"} {
+		if !strings.Contains(res.Output, w) {
+			t.Errorf("output lacks %q:\n%s", w, res.Output)
+		}
+	}
+	if matches, _ := filepath.Glob("/sys/fs/cgroup/*/nekro/run-*"); len(matches) > 0 {
+		t.Errorf("cgroups left behind: %v", matches)
+	}
+}

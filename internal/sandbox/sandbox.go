@@ -74,9 +74,12 @@ type Outcome struct {
 	ExitCode  int  // the interpreter's exit status; -1 when killed by a signal
 	TimedOut  bool // killed because Limits.Timeout passed
 	Cancelled bool // killed because the caller's context ended
-	Output    string
-	Cut       int64 // bytes of output dropped from the middle
-	Duration  time.Duration
+	// OutOfMemory is true when the kernel killed a process of the run for
+	// exceeding the run's memory limit (backends with per-run cgroups).
+	OutOfMemory bool
+	Output      string
+	Cut         int64 // bytes of output dropped from the middle
+	Duration    time.Duration
 }
 
 // Runner starts sandboxed runs. Implementations must kill the whole
@@ -203,6 +206,8 @@ func DecideStop(o *Outcome, ending plugin.MethodType) (StopType, string) {
 		return Manual, ""
 	case o.ExitCode == ExitAgent || o.ExitCode == ExitMultimodalAgent:
 		return Error, fmt.Sprintf("exit code %d without an agent method call", o.ExitCode)
+	case o.OutOfMemory:
+		return Error, "the run exceeded its memory limit"
 	case o.ExitCode < 0:
 		return Error, "the interpreter was killed by a signal (out of memory?)"
 	}

@@ -8,6 +8,8 @@ package bwrap
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/nekro-go/nekro/internal/sandbox"
+	"github.com/nekro-go/nekro/internal/sandbox/cgroup"
 )
 
 // Runner is the bubblewrap backend of sandbox.Runner.
@@ -26,14 +29,22 @@ type Runner struct {
 	Python string // interpreter inside the sandbox; default /usr/bin/python3
 	// UID and GID the sandbox runs as when the host is root. Default 65534.
 	UID, GID int
+	// Cgroups, when set, gives each run a control group limiting its
+	// memory and processes as a whole (rlimits bind each process alone).
+	Cgroups *cgroup.Manager
+	// CgroupsErr says why Cgroups is nil, for `nekro doctor`.
+	CgroupsErr error
 }
 
-// New returns a runner with defaults filled in.
+// New returns a runner with defaults filled in, and per-run cgroups when
+// the host allows them (root, memory and pids controllers).
 func New(python string) *Runner {
 	if python == "" {
 		python = "/usr/bin/python3"
 	}
-	return &Runner{Python: python, UID: 65534, GID: 65534}
+	r := &Runner{Python: python, UID: 65534, GID: 65534}
+	r.Cgroups, r.CgroupsErr = cgroup.Detect()
+	return r
 }
 
 var _ sandbox.Runner = (*Runner)(nil)
@@ -132,6 +143,9 @@ func (r *Runner) Args(spec sandbox.Spec) []string {
 		"--ro-bind-try", "/etc/python3", "/etc/python3",
 		"--ro-bind-try", "/etc/python3.11", "/etc/python3.11",
 		"--proc", "/proc", "--dev", "/dev",
+		// /dev is a tmpfs bwrap sizes at half the host's memory: keep it
+		// read-only, with a shared-memory mount as small as /tmp.
+		"--size", strconv.FormatInt(l.TmpBytes, 10), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
 		"--size", strconv.FormatInt(l.TmpBytes, 10), "--tmpfs", "/tmp",
 		"--dir", "/app",
 		"--bind", spec.SharedDir, "/app/shared",
@@ -150,7 +164,7 @@ func (r *Runner) Args(spec sandbox.Spec) []string {
 	// boot.py lowers RLIMIT_AS, FSIZE, NPROC, NOFILE and CORE before the
 	// AI's code runs; they bind everything the code starts.
 	return append(a, r.Python, "-I", "-B", "-u", "/app/.nekro/boot.py",
-		strconv.FormatInt(l.MemoryBytes, 10), strconv.FormatInt(l.FileBytes, 10), strconv.Itoa(l.Processes), "3")
+		strconv.FormatInt(l.MemoryBytes, 10), strconv.FormatInt(l.FileBytes, 10), strconv.Itoa(l.Processes), "3", "4")
 }
 
 // Run runs spec and waits for it to end.
@@ -171,28 +185,70 @@ func (r *Runner) Start(spec sandbox.Spec) (sandbox.Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox release pipe: %w", err)
 	}
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		goR.Close()
+		goW.Close()
+		return nil, fmt.Errorf("sandbox ready pipe: %w", err)
+	}
 	cmd := exec.Command(bw, r.Args(spec)...)
-	cmd.ExtraFiles = []*os.File{goR} // fd 3: boot.py waits on it
+	// fd 3: boot.py waits on it for the release; fd 4: it says it waits.
+	cmd.ExtraFiles = []*os.File{goR, readyW}
 	cmd.SysProcAttr = r.sysProcAttr()
 	cmd.Dir = "/"
+	var group *cgroup.Group
+	if r.Cgroups != nil {
+		var b [8]byte
+		rand.Read(b[:])
+		if group, err = r.Cgroups.New("run-"+hex.EncodeToString(b[:]), l.MemoryBytes, l.Processes); err != nil {
+			goR.Close()
+			goW.Close()
+			return nil, err
+		}
+	}
 	proc, err := sandbox.StartProc(cmd, l.OutputBytes)
 	goR.Close()
+	readyW.Close()
 	if err != nil {
 		goW.Close()
+		readyR.Close()
+		if group != nil {
+			group.Remove()
+		}
 		return nil, err
 	}
-	return &process{Proc: proc, release: goW}, nil
+	return &process{Proc: proc, release: goW, ready: readyR, group: group, memory: l.MemoryBytes}, nil
 }
 
 // process is one started sandbox.
 type process struct {
 	*sandbox.Proc
-	release *os.File
+	release  *os.File
+	ready    *os.File      // boot.py writes a byte once it waits for the release
+	group    *cgroup.Group // nil without cgroups
+	memory   int64
+	released bool
 }
 
 func (p *process) Release() error {
+	// Wait until Python waits for the release: then every process of the
+	// run exists and can be moved into the run's group; anything started
+	// later inherits it.
+	b := make([]byte, 1)
+	p.ready.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_, err := p.ready.Read(b)
+	p.ready.Close()
+	if err != nil {
+		return fmt.Errorf("release sandbox: it never became ready: %w", err)
+	}
+	if p.group != nil {
+		if err := p.group.AddTree(p.Pid()); err != nil {
+			return fmt.Errorf("release sandbox: %w", err)
+		}
+	}
+	p.released = true
 	p.MarkReleased()
-	_, err := p.release.Write([]byte{'1'})
+	_, err = p.release.Write([]byte{'1'})
 	p.release.Close()
 	if err != nil {
 		return fmt.Errorf("release sandbox: %w (did it die while waiting?)", err)
@@ -205,8 +261,27 @@ func (p *process) Kill() {
 	// init, so this takes every process of the run.
 	syscall.Kill(-p.Pid(), syscall.SIGKILL)
 	p.release.Close()
+	p.ready.Close()
+	if p.group != nil && !p.released {
+		p.group.Remove() // nothing was moved into it yet
+	}
 }
 
 func (p *process) Wait(ctx context.Context, timeout time.Duration) (*sandbox.Outcome, error) {
-	return p.Proc.Wait(ctx, timeout, p.Kill)
+	o, err := p.Proc.Wait(ctx, timeout, p.Kill)
+	if p.group != nil {
+		if o != nil && p.group.OOMKilled() {
+			o.OutOfMemory = true
+			o.Output += fmt.Sprintf("\n[nekro: the run exceeded its %d MiB memory limit and was killed]\n", p.memory>>20)
+		}
+		// Its processes are gone (the pid namespace died with bwrap), but
+		// the kernel may take a moment to empty the group: remove it off
+		// the run's critical path.
+		go func(g *cgroup.Group) {
+			for i := 0; i < 100 && g.Remove() != nil; i++ {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}(p.group)
+	}
+	return o, err
 }

@@ -3,8 +3,10 @@
 # as __main__ with the stubs and _ck in its globals. It imports as little
 # as it can: every module here is paid by every run.
 #
-# argv: boot.py MEMORY_BYTES FILE_BYTES PROCESSES RELEASE_FD
-# RELEASE_FD is 3 (bubblewrap passes a pipe) or 0 (Docker: stdin).
+# argv: boot.py MEMORY_BYTES FILE_BYTES PROCESSES RELEASE_FD [READY_FD]
+# RELEASE_FD is 3 (bubblewrap passes a pipe) or 0 (Docker: stdin). When
+# READY_FD is given, boot.py writes one byte to it once it waits for the
+# release, so the host knows every process of the run exists.
 import sys
 
 
@@ -44,6 +46,7 @@ def _short_traceback(exc, src, filename):
 
 def _run():
     release_fd = int(sys.argv[4])
+    ready_fd = int(sys.argv[5]) if len(sys.argv) > 5 else -1
     _limit()
     sys.path.insert(0, "/app/.nekro")
     import api_caller  # noqa: F401
@@ -53,6 +56,9 @@ def _run():
     # here until a run claims it; the code is in place once released.
     import os
 
+    if ready_fd >= 0:
+        os.write(ready_fd, b"r")
+        os.close(ready_fd)
     released = os.read(release_fd, 1)
     if release_fd == 0:
         null = os.open(os.devnull, os.O_RDONLY)

@@ -1,0 +1,190 @@
+// Package cgroup puts each sandbox run in a control group of its own, so
+// its memory and process count are limited as a whole: rlimits bind one
+// process at a time, and a run that forks can otherwise add them up.
+//
+// It supports the unified hierarchy (cgroup v2: memory.max, pids.max) and
+// the legacy one (v1: the memory and pids controllers), whichever the host
+// mounts at /sys/fs/cgroup; creating groups needs root.
+package cgroup
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Root is where the hierarchies are mounted.
+const Root = "/sys/fs/cgroup"
+
+// Manager creates per-run groups under a "nekro" group of its own.
+type Manager struct {
+	v2   bool
+	dirs []string // v2: <root>/nekro; v1: <root>/memory/nekro, <root>/pids/nekro
+}
+
+// Detect finds a usable hierarchy and prepares the nekro parent group. The
+// error says why limits per run are not available (not root, no memory or
+// pids controller).
+func Detect() (*Manager, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("not running as root")
+	}
+	if b, err := os.ReadFile(filepath.Join(Root, "cgroup.controllers")); err == nil {
+		ctrl := strings.Fields(string(b))
+		if !contains(ctrl, "memory") || !contains(ctrl, "pids") {
+			return nil, fmt.Errorf("cgroup v2 lacks the memory or pids controller (has %v)", ctrl)
+		}
+		parent := filepath.Join(Root, "nekro")
+		if err := os.WriteFile(filepath.Join(Root, "cgroup.subtree_control"), []byte("+memory +pids"), 0); err != nil {
+			return nil, fmt.Errorf("enable memory and pids controllers: %w", err)
+		}
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			return nil, fmt.Errorf("cgroup: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+memory +pids"), 0); err != nil {
+			return nil, fmt.Errorf("enable controllers under %s: %w", parent, err)
+		}
+		return &Manager{v2: true, dirs: []string{parent}}, nil
+	}
+	var dirs []string
+	for _, c := range []string{"memory", "pids"} {
+		if _, err := os.Stat(filepath.Join(Root, c, "cgroup.procs")); err != nil {
+			return nil, fmt.Errorf("no cgroup v1 %s controller at %s", c, filepath.Join(Root, c))
+		}
+		d := filepath.Join(Root, c, "nekro")
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("cgroup: %w", err)
+		}
+		dirs = append(dirs, d)
+	}
+	return &Manager{dirs: dirs}, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Group is one run's control group: one directory under v2, one per
+// controller (memory, pids) under v1.
+type Group struct {
+	m    *Manager
+	dirs []string // in the order of m.dirs
+}
+
+// New creates the group name with the given limits.
+func (m *Manager) New(name string, memoryBytes int64, processes int) (*Group, error) {
+	g := &Group{m: m}
+	for _, parent := range m.dirs {
+		d := filepath.Join(parent, name)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			g.Remove()
+			return nil, fmt.Errorf("cgroup %s: %w", d, err)
+		}
+		g.dirs = append(g.dirs, d)
+	}
+	mem := strconv.FormatInt(memoryBytes, 10)
+	pids := strconv.Itoa(processes)
+	type setting struct {
+		dir, file, value string
+		optional         bool
+	}
+	var settings []setting
+	if m.v2 {
+		settings = []setting{{g.dirs[0], "memory.max", mem, false}, {g.dirs[0], "memory.swap.max", "0", true}, {g.dirs[0], "pids.max", pids, false}}
+	} else {
+		settings = []setting{{g.dirs[0], "memory.limit_in_bytes", mem, false}, {g.dirs[0], "memory.memsw.limit_in_bytes", mem, true}, {g.dirs[1], "pids.max", pids, false}}
+	}
+	for _, st := range settings {
+		if err := os.WriteFile(filepath.Join(st.dir, st.file), []byte(st.value), 0); err != nil && !(st.optional && errors.Is(err, os.ErrNotExist)) {
+			g.Remove()
+			return nil, fmt.Errorf("cgroup %s = %s: %w", st.file, st.value, err)
+		}
+	}
+	return g, nil
+}
+
+// AddTree moves pid and all its descendants into the group. Called while
+// the sandbox waits to be released, it catches every process of the run:
+// later ones inherit the group.
+func (g *Group) AddTree(pid int) error {
+	for _, p := range append([]int{pid}, descendants(pid)...) {
+		for _, d := range g.dirs {
+			if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(p)), 0); err != nil {
+				if errors.Is(err, os.ErrNotExist) || isESRCH(err) {
+					continue // it exited meanwhile
+				}
+				return fmt.Errorf("move %d into %s: %w", p, d, err)
+			}
+		}
+	}
+	return nil
+}
+
+// OOMKilled reports whether the kernel killed a process of the group for
+// exceeding its memory limit.
+func (g *Group) OOMKilled() bool {
+	if g.m.v2 {
+		return eventCount(filepath.Join(g.dirs[0], "memory.events"), "oom_kill") > 0
+	}
+	return eventCount(filepath.Join(g.dirs[0], "memory.oom_control"), "oom_kill") > 0
+}
+
+// Remove deletes the group; its processes must have exited.
+func (g *Group) Remove() error {
+	var errs []error
+	for _, d := range g.dirs {
+		if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func eventCount(path, key string) int64 {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		if ok && k == key {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// descendants lists pid's descendants through /proc/<pid>/task/*/children.
+func descendants(pid int) []int {
+	var out []int
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+				out = append(out, descendants(c)...)
+			}
+		}
+	}
+	return out
+}
+
+func isESRCH(err error) bool {
+	return strings.Contains(err.Error(), "no such process")
+}
