@@ -9,6 +9,7 @@ import (
 
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
+	"github.com/nekro-go/nekro/internal/sandbox/bwrap"
 )
 
 func init() { subcommands = append(subcommands, newDoctorCmd) }
@@ -30,6 +31,13 @@ func newDoctorCmd(g *globals) *cobra.Command {
 				return fmt.Errorf("sandbox: %w", err)
 			}
 			fmt.Fprintln(out, "ok   sandbox backend starts")
+			if b, ok := rt.Runner().(*bwrap.Runner); ok {
+				if b.Cgroups != nil {
+					fmt.Fprintln(out, "ok   per-run cgroups limit each run's memory and processes")
+				} else {
+					fmt.Fprintf(out, "warn no per-run cgroups (%v): memory and process limits bind each process alone\n", b.CgroupsErr)
+				}
+			}
 			res, err := rt.Exec(ctx, runtime.ExecRequest{ChatKey: "__doctor__", Limits: sandbox.Limits{Timeout: 20 * time.Second},
 				Code: `import socket
 try:
