@@ -37,7 +37,23 @@ type Store interface {
 	// concurrent updates never lose each other's change. fn gets ("", false)
 	// when the key does not exist. If fn returns an error nothing is
 	// written and Update returns that error. fn runs once, while the key is
-	// locked: keep it short and do not call the store from it.
+	// locked (on SQLite, while the database's only writer is held, so every
+	// other write waits for it), so:
+	//
+	//   - fn must not call the store: any store call made from inside fn
+	//     fails at once with ErrNestedCall (it would otherwise wait for
+	//     the lock its own Update holds). Read what fn needs before
+	//     Update, write the rest after it. This is detected on fn's own
+	//     goroutine; a call fn hands to another goroutine is not, and
+	//     waits until the timeout below releases the lock.
+	//   - fn must return within the store's update timeout (5s unless the
+	//     runtime sets another): past it Update fails with
+	//     ErrUpdateTimeout, nothing is written and the lock is released;
+	//     fn is left to finish on its own and what it returns is dropped.
+	//     If ctx ends first, Update fails with ctx's error the same way.
+	//
+	// fn runs on a goroutine of its own; if it panics, Update panics with
+	// the same value, having written nothing.
 	//
 	// Without WithTTL or WithExpiry the key keeps the expiry it had.
 	// Update returns the value written.
@@ -268,6 +284,12 @@ var (
 	// ErrLimit is wrapped by every refusal for size: a key, a value or the
 	// plugin's quota. The error's text names the limit and the size.
 	ErrLimit = errors.New("kv limit exceeded")
+	// ErrNestedCall is returned by a store call made from inside an
+	// UpdateFunc, which runs while its key is locked (see Store.Update).
+	ErrNestedCall = errors.New("store called from inside an Update function, which runs while the key is locked (read before Update, write after it)")
+	// ErrUpdateTimeout is returned by an Update whose UpdateFunc did not
+	// return in time; nothing was written.
+	ErrUpdateTimeout = errors.New("update function took too long")
 )
 
 // Store returns this run's view of the plugin's KV namespace. In a runtime

@@ -23,13 +23,23 @@ type Options struct {
 	Now func() time.Time
 	// Log receives sweep failures; nil means slog.Default().
 	Log *slog.Logger
+	// UpdateTimeout bounds how long an UpdateFunc may run while its key is
+	// locked (on SQLite, while it holds the database's only writer): past
+	// it the Update fails with plugin.ErrUpdateTimeout and writes nothing.
+	// 0 means DefaultUpdateTimeout.
+	UpdateTimeout time.Duration
 }
+
+// DefaultUpdateTimeout is how long an UpdateFunc may run by default. An
+// UpdateFunc computes a value from a value; it needs microseconds.
+const DefaultUpdateTimeout = 5 * time.Second
 
 // Store is the front of the KV store: it checks every call, then hands it
 // to its Engine. Build it with New; For gives each plugin its namespace.
 type Store struct {
 	eng  Engine
 	lim  Limits
+	upd  time.Duration
 	now  func() time.Time
 	log  *slog.Logger
 	stop context.CancelFunc
@@ -38,7 +48,10 @@ type Store struct {
 
 // New returns a store over eng. The store owns eng: Close closes it.
 func New(eng Engine, opts Options) *Store {
-	s := &Store{eng: eng, lim: opts.Limits, now: opts.Now, log: opts.Log}
+	s := &Store{eng: eng, lim: opts.Limits, upd: opts.UpdateTimeout, now: opts.Now, log: opts.Log}
+	if s.upd <= 0 {
+		s.upd = DefaultUpdateTimeout
+	}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -192,6 +205,9 @@ func (n *namespace) checkQuota(cur Entry, found bool, u Usage, name, value strin
 }
 
 func (n *namespace) Get(ctx context.Context, scope plugin.Scope, name string) (string, bool, error) {
+	if err := nested(); err != nil {
+		return "", false, n.fail("get", scope, name, err)
+	}
 	k, err := key(n.plugin, scope, name)
 	if err != nil {
 		return "", false, n.fail("get", scope, name, err)
@@ -207,6 +223,9 @@ func (n *namespace) Get(ctx context.Context, scope plugin.Scope, name string) (s
 }
 
 func (n *namespace) Set(ctx context.Context, scope plugin.Scope, name, value string, opts ...plugin.SetOption) (plugin.SetResult, error) {
+	if err := nested(); err != nil {
+		return 0, n.fail("set", scope, name, err)
+	}
 	k, err := key(n.plugin, scope, name)
 	if err == nil {
 		err = n.checkValue(value)
@@ -236,6 +255,9 @@ func (n *namespace) Set(ctx context.Context, scope plugin.Scope, name, value str
 }
 
 func (n *namespace) Delete(ctx context.Context, scope plugin.Scope, name string) (plugin.DeleteResult, error) {
+	if err := nested(); err != nil {
+		return 0, n.fail("delete", scope, name, err)
+	}
 	k, err := key(n.plugin, scope, name)
 	if err != nil {
 		return 0, n.fail("delete", scope, name, err)
@@ -257,13 +279,10 @@ func (n *namespace) Delete(ctx context.Context, scope plugin.Scope, name string)
 	return res, nil
 }
 
-// errUpdateFunc marks an error returned by the plugin's own UpdateFunc.
-type updateFuncError struct{ err error }
-
-func (e *updateFuncError) Error() string { return e.err.Error() }
-func (e *updateFuncError) Unwrap() error { return e.err }
-
 func (n *namespace) Update(ctx context.Context, scope plugin.Scope, name string, fn plugin.UpdateFunc, opts ...plugin.SetOption) (string, error) {
+	if err := nested(); err != nil {
+		return "", n.fail("update", scope, name, err)
+	}
 	k, err := key(n.plugin, scope, name)
 	if err == nil && fn == nil {
 		err = errors.New("nil update function")
@@ -280,9 +299,9 @@ func (n *namespace) Update(ctx context.Context, scope plugin.Scope, name string,
 		if ok {
 			old, keep = cur.Value, cur.ExpiresAt
 		}
-		next, err := fn(old, ok)
+		next, err := n.s.callUpdateFunc(ctx, fn, old, ok)
 		if err != nil {
-			return Change{}, &updateFuncError{err}
+			return Change{}, err
 		}
 		if err := n.checkValue(next); err != nil {
 			return Change{}, err
@@ -302,6 +321,10 @@ func (n *namespace) Update(ctx context.Context, scope plugin.Scope, name string,
 		if errors.As(err, &fe) {
 			return "", fe.err // the plugin's own error, as it returned it
 		}
+		var fp *updateFuncPanic
+		if errors.As(err, &fp) {
+			panic(fp.v) // on the caller's goroutine, as if fn ran there
+		}
 		return "", n.fail("update", scope, name, err)
 	}
 	return out, nil
@@ -313,6 +336,9 @@ const (
 )
 
 func (n *namespace) Keys(ctx context.Context, scope plugin.Scope, q plugin.KeysQuery) (plugin.KeysPage, error) {
+	if err := nested(); err != nil {
+		return plugin.KeysPage{}, n.fail("keys", scope, "", err)
+	}
 	if err := scope.Check(); err != nil {
 		return plugin.KeysPage{}, n.fail("keys", scope, "", err)
 	}
@@ -360,6 +386,9 @@ func (n *namespace) Keys(ctx context.Context, scope plugin.Scope, q plugin.KeysQ
 }
 
 func (n *namespace) DeleteScope(ctx context.Context, scope plugin.Scope) (int, error) {
+	if err := nested(); err != nil {
+		return 0, n.fail("delete scope", scope, "", err)
+	}
 	if err := scope.Check(); err != nil {
 		return 0, n.fail("delete scope", scope, "", err)
 	}

@@ -49,8 +49,15 @@ type env struct {
 
 func (h Harness) env(t *testing.T, lim kv.Limits) *env {
 	t.Helper()
+	return h.envOpts(t, kv.Options{Limits: lim})
+}
+
+// envOpts is env with more options; the suite sets the clock.
+func (h Harness) envOpts(t *testing.T, opts kv.Options) *env {
+	t.Helper()
 	c := newClock()
-	s := kv.New(h.Open(t), kv.Options{Limits: lim, Now: c.now})
+	opts.Now = c.now
+	s := kv.New(h.Open(t), opts)
 	t.Cleanup(func() {
 		if err := s.Close(context.Background()); err != nil {
 			t.Errorf("close: %v", err)
@@ -75,6 +82,9 @@ func Run(t *testing.T, h Harness) {
 		{"Quota", testQuota},
 		{"Expiry", testExpiry},
 		{"Update", testUpdate},
+		{"StoreCallInsideUpdateFails", testNestedCall},
+		{"SlowUpdateFuncTimesOut", testSlowUpdateFunc},
+		{"UpdateFuncPanic", testUpdatePanic},
 		{"ConcurrentUpdatesLoseNothing", testConcurrentUpdates},
 		{"ConcurrentFirstSetCreatesOnce", testConcurrentCreate},
 		{"Keys", testKeys},
@@ -654,4 +664,163 @@ func testPersistence(t *testing.T, h Harness) {
 	if u := must(s.Usage(ctx, "alice.persist")); u.Keys != 1 {
 		t.Fatalf("usage after reopen = %+v", u)
 	}
+}
+
+// within runs f and fails the test if it has not returned after d: the
+// calls it makes must not hang.
+func within(t *testing.T, d time.Duration, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s still running after %s", what, d)
+	}
+}
+
+// An UpdateFunc runs while its key is locked (on SQLite, with the only
+// writer): a store call from inside it, even through another handle of
+// the namespace and with a context that never ends, fails at once instead
+// of waiting for the lock its own Update holds.
+func testNestedCall(t *testing.T, h Harness) {
+	// The nested call must fail by itself, well before the Update would
+	// give up on its function.
+	const timeout = 3 * time.Second
+	e := h.envOpts(t, kv.Options{Limits: kv.Limits{QuotaBytes: 1 << 20}, UpdateTimeout: timeout})
+	ns := e.store.For("alice.nested")
+	bg := context.Background()
+	s := plugin.Chat("c")
+	calls := map[string]func(plugin.Store) error{
+		"get": func(st plugin.Store) error { _, _, err := st.Get(bg, s, "other"); return err },
+		"set": func(st plugin.Store) error { _, err := st.Set(bg, s, "other", "x"); return err },
+		"set same key": func(st plugin.Store) error {
+			_, err := st.Set(bg, s, "k", "x")
+			return err
+		},
+		"delete": func(st plugin.Store) error { _, err := st.Delete(bg, s, "k"); return err },
+		"update": func(st plugin.Store) error {
+			_, err := st.Update(bg, s, "other", func(string, bool) (string, error) { return "x", nil })
+			return err
+		},
+		"keys":         func(st plugin.Store) error { _, err := st.Keys(bg, s, plugin.KeysQuery{}); return err },
+		"delete scope": func(st plugin.Store) error { _, err := st.DeleteScope(bg, s); return err },
+	}
+	for name, call := range calls {
+		within(t, 10*time.Second, "update with a nested "+name, func() {
+			var inner error
+			var took time.Duration
+			_, err := ns.Update(bg, s, "k", func(string, bool) (string, error) {
+				start := time.Now()
+				inner = call(e.store.For("alice.nested")) // a fresh handle, as ctx.Store() gives
+				took = time.Since(start)
+				return "", inner
+			})
+			if took > timeout/2 {
+				t.Errorf("nested %s inside an update took %s; it must fail at once", name, took)
+			}
+			if !errors.Is(inner, plugin.ErrNestedCall) {
+				t.Errorf("nested %s inside an update: err = %v, want ErrNestedCall", name, inner)
+			}
+			if !errors.Is(err, plugin.ErrNestedCall) {
+				t.Errorf("update with a nested %s: err = %v, want fn's ErrNestedCall", name, err)
+			}
+		})
+	}
+	e.absent(ns, s, "k")
+	e.absent(ns, s, "other")
+	// The store works as before, outside and inside an Update.
+	within(t, 10*time.Second, "set after nested calls", func() {
+		must(ns.Set(bg, s, "other", "ok"))
+		must(ns.Update(bg, s, "k", func(string, bool) (string, error) { return "done", nil }))
+	})
+	e.want(ns, s, "other", "ok")
+	e.want(ns, s, "k", "done")
+}
+
+// An UpdateFunc that does not return in time fails its Update, writes
+// nothing and does not keep other writes waiting, even ones with a
+// context that never ends; what it returns later is dropped.
+func testSlowUpdateFunc(t *testing.T, h Harness) {
+	const timeout = 300 * time.Millisecond
+	e := h.envOpts(t, kv.Options{Limits: kv.Limits{QuotaBytes: 1 << 20}, UpdateTimeout: timeout})
+	ns, other := e.store.For("alice.slow"), e.store.For("bob.other")
+	bg := context.Background()
+	started, release := make(chan struct{}), make(chan struct{})
+	returned := make(chan struct{})
+	defer close(release)
+	updErr := make(chan error, 1)
+	begin := time.Now()
+	go func() {
+		_, err := ns.Update(bg, plugin.Global(), "k", func(string, bool) (string, error) {
+			close(started)
+			<-release
+			defer close(returned)
+			return "late", nil
+		})
+		updErr <- err
+	}()
+	<-started
+	// Writes of another plugin and of the same plugin (same usage row
+	// under the quota), made while fn is stuck.
+	within(t, 10*time.Second, "writes while an update function is stuck", func() {
+		must(other.Set(bg, plugin.Chat("c"), "x", "1"))
+		must(ns.Set(bg, plugin.Chat("c"), "y", "2"))
+	})
+	select {
+	case err := <-updErr:
+		if !errors.Is(err, plugin.ErrUpdateTimeout) {
+			t.Fatalf("update with a stuck function: err = %v, want ErrUpdateTimeout", err)
+		}
+		if d := time.Since(begin); d < timeout {
+			t.Fatalf("update gave up after %s, before its timeout of %s", d, timeout)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("update with a stuck function still running after 10s")
+	}
+	e.want(other, plugin.Chat("c"), "x", "1")
+	e.want(ns, plugin.Chat("c"), "y", "2")
+	e.absent(ns, plugin.Global(), "k")
+	// Once the abandoned fn returns, its value is still not written.
+	release <- struct{}{}
+	<-returned
+	time.Sleep(50 * time.Millisecond)
+	e.absent(ns, plugin.Global(), "k")
+	// The key is free again.
+	must(ns.Update(bg, plugin.Global(), "k", func(string, bool) (string, error) { return "now", nil }))
+	e.want(ns, plugin.Global(), "k", "now")
+
+	// A context that ends first ends the Update the same way.
+	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
+	defer cancel()
+	stuck := make(chan struct{})
+	defer close(stuck)
+	within(t, 10*time.Second, "update with an ending context", func() {
+		_, err := ns.Update(ctx, plugin.Global(), "k", func(string, bool) (string, error) { <-stuck; return "late", nil })
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("update past its context: err = %v, want context.DeadlineExceeded", err)
+		}
+	})
+	e.want(ns, plugin.Global(), "k", "now")
+}
+
+// A panicking UpdateFunc panics its Update, on the caller's goroutine, and
+// writes nothing.
+func testUpdatePanic(t *testing.T, h Harness) {
+	e := h.env(t, kv.Limits{})
+	ns := e.store.For("alice.panic")
+	got := func() (v any) {
+		defer func() { v = recover() }()
+		ns.Update(e.ctx, plugin.Global(), "k", func(string, bool) (string, error) { panic("fn broke") })
+		return nil
+	}()
+	if got != "fn broke" {
+		t.Fatalf("update with a panicking function: recovered %v, want the function's panic", got)
+	}
+	e.absent(ns, plugin.Global(), "k")
+	must(ns.Set(e.ctx, plugin.Global(), "k", "v"))
+	e.want(ns, plugin.Global(), "k", "v")
 }
