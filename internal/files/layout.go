@@ -76,12 +76,17 @@ func ValidateKey(kind, key string) error {
 	return nil
 }
 
+// hashSuffix is what SanitizeChatKey appends; a key that already ends so
+// is hashed too, so a kept key can never equal another key's hashed form.
+var hashSuffix = regexp.MustCompile(`-[0-9a-f]{12}$`)
+
 // SanitizeChatKey turns a chat key into a directory name: the one rule used
 // for every path. Characters outside [A-Za-z0-9_.-] become "_". Because
 // that is lossy ("a:b" and "a_b" would collide) and because "." and ".."
-// are not safe names, any key that had to change, starts with "." or is
-// long gets a hash of the original appended, so distinct keys never share
-// a directory.
+// are not safe names, any key that had to change, starts with ".", is
+// long, or already ends like a hash suffix gets a hash of the original
+// appended. Kept keys never end in a hash suffix and hashed ones always
+// do, so distinct keys never share a directory.
 func SanitizeChatKey(chatKey string) string {
 	var b strings.Builder
 	for _, r := range chatKey {
@@ -93,7 +98,7 @@ func SanitizeChatKey(chatKey string) string {
 		}
 	}
 	s := b.String()
-	if s == chatKey && s != "" && !strings.HasPrefix(s, ".") && len(s) <= 64 {
+	if s == chatKey && s != "" && !strings.HasPrefix(s, ".") && len(s) <= 64 && !hashSuffix.MatchString(s) {
 		return s
 	}
 	sum := sha256.Sum256([]byte(chatKey))
