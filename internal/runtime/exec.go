@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nekro-go/nekro/internal/files"
@@ -144,9 +146,37 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 		res.AgentMethod, res.AgentResult = e.Method, e.Result
 	}
 	res.StopType, res.Note = sandbox.DecideStop(outcome, endType)
+	if note := rt.enforceSharedQuota(pr); note != "" {
+		res.Note = strings.TrimPrefix(res.Note+"; "+note, "; ")
+	}
 	rt.log.Debug("run finished", "run", runID, "chat", req.ChatKey, "stop", res.StopType, "exit", res.ExitCode,
 		"duration", outcome.Duration, "calls", len(res.Calls), "warm", warm)
 	return res, nil
+}
+
+// enforceSharedQuota empties the sandbox's shared directory when a run
+// left more than Config.SharedQuota there, and says so. The walk does not
+// follow symlinks the sandbox planted; removal neither.
+func (rt *Runtime) enforceSharedQuota(pr *preparedRun) string {
+	dir := rt.layout.SharedDir(pr.containerKey)
+	var total int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				total += info.Size()
+			}
+		}
+		return nil
+	})
+	if total <= rt.cfg.SharedQuota {
+		return ""
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		os.RemoveAll(filepath.Join(dir, e.Name()))
+	}
+	rt.log.Warn("sandbox over its shared quota: emptied", "chat", pr.chatKey, "bytes", total, "quota", rt.cfg.SharedQuota)
+	return fmt.Sprintf("/app/shared held %d MiB, over the %d MiB quota, and was emptied", total>>20, rt.cfg.SharedQuota>>20)
 }
 
 // release puts the code in place, binds the run's identity to its RPC

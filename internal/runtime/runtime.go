@@ -46,6 +46,10 @@ type Config struct {
 	SpareIdle time.Duration
 	// MaxSpares bounds the warm sandboxes kept; default 32.
 	MaxSpares int
+	// SharedQuota bounds a sandbox's /app/shared: a run that leaves more
+	// there gets it emptied, with a note in its result. Default 1 GiB;
+	// files are also capped one by one (Limits.FileBytes).
+	SharedQuota int64
 	// Sandbox names the backend: "bwrap" (default) or "docker".
 	Sandbox string
 	// DockerImage is the image of the docker backend; default nekro-sandbox.
@@ -92,6 +96,9 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
+	}
+	if cfg.SharedQuota <= 0 {
+		cfg.SharedQuota = 1 << 30
 	}
 	if cfg.MaxConcurrentRuns <= 0 {
 		cfg.MaxConcurrentRuns = 8

@@ -529,3 +529,30 @@ except OSError as e:
 		t.Errorf("cgroups left behind: %v", matches)
 	}
 }
+
+// A sandbox that fills /app/shared past its quota gets it emptied, and
+// the run says so.
+func TestSharedQuotaEmptiesAnOverfullSandbox(t *testing.T) {
+	rt, err := runtime.Open(context.Background(), runtime.Config{
+		DataDir: testutil.DataDir(t), Plugins: []*plugin.Plugin{testPlugin()}, SharedQuota: 4 << 20,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(context.Background())
+	res := run(t, rt, `open("/app/shared/keep.txt", "w").write("small")`)
+	if res.Note != "" {
+		t.Errorf("small write noted: %q", res.Note)
+	}
+	res = run(t, rt, `
+for i in range(3):
+    open(f"/app/shared/big{i}", "wb").write(b"x" * (2 << 20))
+`)
+	if !strings.Contains(res.Note, "over the 4 MiB quota, and was emptied") {
+		t.Errorf("note %q", res.Note)
+	}
+	res = run(t, rt, `import os; print(sorted(os.listdir("/app/shared")))`)
+	if strings.TrimSpace(res.Output) != "[]" {
+		t.Errorf("shared after the quota: %s", res.Output)
+	}
+}
