@@ -171,6 +171,9 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		rt.bg.Wait()
 	}
 	rt.registry.Cleanup(ctx)
+	if c, ok := rt.runner.(interface{ Close() error }); ok {
+		c.Close()
+	}
 	if err := rt.store.Close(ctx); err != nil {
 		rt.log.Error("close kv store", "err", err)
 	}

@@ -476,6 +476,15 @@ func TestRunLimitsBindTheWholeRun(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("per-run cgroups need a root host; rlimits alone apply")
 	}
+	groups := func() map[string]bool {
+		m := map[string]bool{}
+		found, _ := filepath.Glob("/sys/fs/cgroup/*/nekro/run-*")
+		for _, g := range found {
+			m[g] = true
+		}
+		return m
+	}
+	before := groups()
 	rt, err := runtime.Open(context.Background(), runtime.Config{
 		DataDir: testutil.DataDir(t), Plugins: []*plugin.Plugin{testPlugin()},
 		Limits: sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 256 << 20, Processes: 32, TmpBytes: 16 << 20},
@@ -483,7 +492,6 @@ func TestRunLimitsBindTheWholeRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rt.Close(context.Background())
 	res := run(t, rt, `
 import os
 kids = []
@@ -525,8 +533,11 @@ except OSError as e:
 			t.Errorf("output lacks %q:\n%s", w, res.Output)
 		}
 	}
-	if matches, _ := filepath.Glob("/sys/fs/cgroup/*/nekro/run-*"); len(matches) > 0 {
-		t.Errorf("cgroups left behind: %v", matches)
+	rt.Close(context.Background()) // waits for the run's group to go
+	for g := range groups() {
+		if !before[g] {
+			t.Errorf("cgroup left behind: %s", g)
+		}
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -34,6 +35,14 @@ type Runner struct {
 	Cgroups *cgroup.Manager
 	// CgroupsErr says why Cgroups is nil, for `nekro doctor`.
 	CgroupsErr error
+
+	removing sync.WaitGroup // groups being removed after their runs
+}
+
+// Close waits until the groups of finished runs are removed.
+func (r *Runner) Close() error {
+	r.removing.Wait()
+	return nil
 }
 
 // New returns a runner with defaults filled in, and per-run cgroups when
@@ -217,7 +226,7 @@ func (r *Runner) Start(spec sandbox.Spec) (sandbox.Process, error) {
 		}
 		return nil, err
 	}
-	return &process{Proc: proc, release: goW, ready: readyR, group: group, memory: l.MemoryBytes}, nil
+	return &process{Proc: proc, release: goW, ready: readyR, group: group, memory: l.MemoryBytes, removing: &r.removing}, nil
 }
 
 // process is one started sandbox.
@@ -228,6 +237,7 @@ type process struct {
 	group    *cgroup.Group // nil without cgroups
 	memory   int64
 	released bool
+	removing *sync.WaitGroup
 }
 
 func (p *process) Release() error {
@@ -277,11 +287,11 @@ func (p *process) Wait(ctx context.Context, timeout time.Duration) (*sandbox.Out
 		// Its processes are gone (the pid namespace died with bwrap), but
 		// the kernel may take a moment to empty the group: remove it off
 		// the run's critical path.
-		go func(g *cgroup.Group) {
-			for i := 0; i < 100 && g.Remove() != nil; i++ {
+		p.removing.Go(func() {
+			for i := 0; i < 100 && p.group.Remove() != nil; i++ {
 				time.Sleep(20 * time.Millisecond)
 			}
-		}(p.group)
+		})
 	}
 	return o, err
 }

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // Root is where the hierarchies are mounted.
@@ -48,9 +50,11 @@ func Detect() (*Manager, error) {
 		if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+memory +pids"), 0); err != nil {
 			return nil, fmt.Errorf("enable controllers under %s: %w", parent, err)
 		}
+		sweep([]string{parent})
 		return &Manager{v2: true, dirs: []string{parent}}, nil
 	}
 	var dirs []string
+	defer func() { sweep(dirs) }()
 	for _, c := range []string{"memory", "pids"} {
 		if _, err := os.Stat(filepath.Join(Root, c, "cgroup.procs")); err != nil {
 			return nil, fmt.Errorf("no cgroup v1 %s controller at %s", c, filepath.Join(Root, c))
@@ -62,6 +66,22 @@ func Detect() (*Manager, error) {
 		dirs = append(dirs, d)
 	}
 	return &Manager{dirs: dirs}, nil
+}
+
+// sweep removes run groups left by hosts that died before removing them:
+// those older than ten minutes that are empty (rmdir refuses the others).
+func sweep(parents []string) {
+	for _, parent := range parents {
+		ents, _ := os.ReadDir(parent)
+		for _, e := range ents {
+			if !e.IsDir() || !strings.HasPrefix(e.Name(), "run-") {
+				continue
+			}
+			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > 10*time.Minute {
+				os.Remove(filepath.Join(parent, e.Name()))
+			}
+		}
+	}
 }
 
 func contains(list []string, s string) bool {
@@ -119,7 +139,7 @@ func (g *Group) AddTree(pid int) error {
 	for _, p := range append([]int{pid}, descendants(pid)...) {
 		for _, d := range g.dirs {
 			if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(p)), 0); err != nil {
-				if errors.Is(err, os.ErrNotExist) || isESRCH(err) {
+				if isESRCH(err) {
 					continue // it exited meanwhile
 				}
 				return fmt.Errorf("move %d into %s: %w", p, d, err)
@@ -185,6 +205,4 @@ func descendants(pid int) []int {
 	return out
 }
 
-func isESRCH(err error) bool {
-	return strings.Contains(err.Error(), "no such process")
-}
+func isESRCH(err error) bool { return errors.Is(err, syscall.ESRCH) }
