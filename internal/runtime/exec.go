@@ -209,6 +209,13 @@ func (rt *Runtime) spawnSpare(chatKey string, limits sandbox.Limits) {
 		return
 	}
 	pr, err := rt.prepare(chatKey, limits)
+	if err == nil {
+		if p, ok := pr.proc.(sandbox.Preparer); ok {
+			if err = p.Prepare(); err != nil {
+				pr.discard()
+			}
+		}
+	}
 	if err != nil {
 		rt.spares.unreserve(key)
 		rt.log.Warn("cannot start a warm sandbox", "chat", chatKey, "err", err)

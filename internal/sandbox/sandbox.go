@@ -132,6 +132,13 @@ type Process interface {
 	Kill()
 }
 
+// Preparer is implemented by processes with set-up work that can be done
+// before the run is known (joining the run's cgroup); a warm spare calls
+// Prepare ahead so its run does not wait for it.
+type Preparer interface {
+	Prepare() error
+}
+
 // Run starts spec on r, releases it at once and waits for it.
 func Run(ctx context.Context, r Runner, spec Spec) (*Outcome, error) {
 	p, err := r.Start(spec)

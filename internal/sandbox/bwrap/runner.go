@@ -236,34 +236,61 @@ type process struct {
 	ready    *os.File      // boot.py writes a byte once it waits for the release
 	group    *cgroup.Group // nil without cgroups
 	memory   int64
-	released bool
 	removing *sync.WaitGroup
+
+	prepareOnce sync.Once
+	prepareErr  error
+	removeOnce  sync.Once
+}
+
+// Prepare waits until Python waits for the release: then every process of
+// the run exists and is moved into the run's group (anything started later
+// inherits it). On cgroup v1 that move costs about one RCU grace period
+// (~10 ms), so warm spares call Prepare ahead of their run; Release calls
+// it when nobody did.
+func (p *process) Prepare() error {
+	p.prepareOnce.Do(func() {
+		b := make([]byte, 1)
+		p.ready.SetReadDeadline(time.Now().Add(30 * time.Second))
+		_, err := p.ready.Read(b)
+		p.ready.Close()
+		if err != nil {
+			p.prepareErr = fmt.Errorf("sandbox never became ready: %w", err)
+			return
+		}
+		if p.group != nil {
+			p.prepareErr = p.group.AddTree(p.Pid())
+		}
+	})
+	return p.prepareErr
 }
 
 func (p *process) Release() error {
-	// Wait until Python waits for the release: then every process of the
-	// run exists and can be moved into the run's group; anything started
-	// later inherits it.
-	b := make([]byte, 1)
-	p.ready.SetReadDeadline(time.Now().Add(30 * time.Second))
-	_, err := p.ready.Read(b)
-	p.ready.Close()
-	if err != nil {
-		return fmt.Errorf("release sandbox: it never became ready: %w", err)
+	if err := p.Prepare(); err != nil {
+		return fmt.Errorf("release sandbox: %w", err)
 	}
-	if p.group != nil {
-		if err := p.group.AddTree(p.Pid()); err != nil {
-			return fmt.Errorf("release sandbox: %w", err)
-		}
-	}
-	p.released = true
 	p.MarkReleased()
-	_, err = p.release.Write([]byte{'1'})
+	_, err := p.release.Write([]byte{'1'})
 	p.release.Close()
 	if err != nil {
 		return fmt.Errorf("release sandbox: %w (did it die while waiting?)", err)
 	}
 	return nil
+}
+
+// removeGroup removes the run's group once its processes are gone, off
+// the caller's path; the runner's Close waits for it.
+func (p *process) removeGroup() {
+	if p.group == nil {
+		return
+	}
+	p.removeOnce.Do(func() {
+		p.removing.Go(func() {
+			for i := 0; i < 100 && p.group.Remove() != nil; i++ {
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	})
 }
 
 func (p *process) Kill() {
@@ -272,9 +299,7 @@ func (p *process) Kill() {
 	syscall.Kill(-p.Pid(), syscall.SIGKILL)
 	p.release.Close()
 	p.ready.Close()
-	if p.group != nil && !p.released {
-		p.group.Remove() // nothing was moved into it yet
-	}
+	p.removeGroup()
 }
 
 func (p *process) Wait(ctx context.Context, timeout time.Duration) (*sandbox.Outcome, error) {
@@ -284,14 +309,7 @@ func (p *process) Wait(ctx context.Context, timeout time.Duration) (*sandbox.Out
 			o.OutOfMemory = true
 			o.Output += fmt.Sprintf("\n[nekro: the run exceeded its %d MiB memory limit and was killed]\n", p.memory>>20)
 		}
-		// Its processes are gone (the pid namespace died with bwrap), but
-		// the kernel may take a moment to empty the group: remove it off
-		// the run's critical path.
-		p.removing.Go(func() {
-			for i := 0; i < 100 && p.group.Remove() != nil; i++ {
-				time.Sleep(20 * time.Millisecond)
-			}
-		})
+		p.removeGroup()
 	}
 	return o, err
 }
