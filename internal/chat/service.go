@@ -293,6 +293,13 @@ func (s *Service) RecordRun(ctx context.Context, r Run) error {
 	if calls == "" {
 		calls = "[]"
 	}
+	// The record is for people reading runs; the next request got the
+	// result itself. Results up to 16 MiB (images as data URLs) are not
+	// worth keeping whole in every record.
+	if len(r.AgentResult) > MaxRecordedAgentResult {
+		note, _ := json.Marshal(fmt.Sprintf("[nekro: the %d-byte agent result is not kept in run records]", len(r.AgentResult)))
+		r.AgentResult = note
+	}
 	_, err := s.w.ExecContext(ctx, `INSERT INTO chat_runs
 		(run_id, chat_key, turn_id, iteration, code, output, stop_type, exit_code, duration_ms, calls, note,
 		 agent_method, agent_result, created_at)
@@ -305,6 +312,9 @@ func (s *Service) RecordRun(ctx context.Context, r Run) error {
 	s.hub.publish(Event{Type: EventRun, ChatKey: r.ChatKey, Run: &r})
 	return nil
 }
+
+// MaxRecordedAgentResult is the largest agent result a run record keeps.
+const MaxRecordedAgentResult = 1 << 20
 
 // Runs returns the chat's execution records, oldest first.
 func (s *Service) Runs(ctx context.Context, chatKey string) ([]Run, error) {

@@ -393,3 +393,24 @@ func TestRunSenderBudget(t *testing.T) {
 		t.Fatalf("an attachment once the budget is used up: %v", err)
 	}
 }
+
+// A run record does not keep a huge agent result (a multimodal answer's
+// images), only a note of its size.
+func TestRunRecordsCapAgentResults(t *testing.T) {
+	forEachDB(t, func(t *testing.T, kind string) {
+		ctx := context.Background()
+		s, _ := open(t, kind)
+		big, _ := json.Marshal(strings.Repeat("x", chat.MaxRecordedAgentResult+10))
+		if err := s.RecordRun(ctx, chat.Run{RunID: "big", ChatKey: "b", StopType: "AGENT", AgentResult: big}); err != nil {
+			t.Fatal(err)
+		}
+		runs, err := s.Runs(ctx, "b")
+		if err != nil || len(runs) != 1 {
+			t.Fatal(runs, err)
+		}
+		var note string
+		if err := json.Unmarshal(runs[0].AgentResult, &note); err != nil || !strings.Contains(note, "not kept in run records") {
+			t.Errorf("stored agent result: %.80s (%v)", runs[0].AgentResult, err)
+		}
+	})
+}
