@@ -16,6 +16,7 @@ import (
 
 	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/runtime"
+	"github.com/nekro-go/nekro/plugin"
 )
 
 // globals are the flags every subcommand shares.
@@ -25,6 +26,8 @@ type globals struct {
 	logLevel string
 	sandbox  string
 	image    string
+	plugins  string
+	enabled  []*plugin.Plugin // from --plugins, checked before any command runs
 }
 
 // ExitError asks Main to exit with Code after printing nothing more.
@@ -43,11 +46,16 @@ func NewRoot() *cobra.Command {
 		Short:         "nekro: a self-hosted runtime for AI-agent plugins",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) (err error) {
+			g.enabled, err = g.enabledPlugins()
+			return err
+		},
 	}
 	root.PersistentFlags().StringVar(&g.dataDir, "data", envOr("NEKRO_DATA_DIR", "data"), "data directory (env NEKRO_DATA_DIR)")
 	root.PersistentFlags().StringVar(&g.python, "python", envOr("NEKRO_PYTHON", "/usr/bin/python3"), "Python interpreter inside the sandbox (env NEKRO_PYTHON)")
 	root.PersistentFlags().StringVar(&g.sandbox, "sandbox", envOr("NEKRO_SANDBOX", "bwrap"), "sandbox backend: bwrap or docker (env NEKRO_SANDBOX)")
 	root.PersistentFlags().StringVar(&g.image, "docker-image", envOr("NEKRO_DOCKER_IMAGE", "nekro-sandbox"), "image of the docker sandbox backend (env NEKRO_DOCKER_IMAGE)")
+	root.PersistentFlags().StringVar(&g.plugins, "plugins", envOr("NEKRO_PLUGINS", "all"), "plugins to enable: all, or a comma-separated list of keys (author.module); nekro.basic is always on (env NEKRO_PLUGINS)")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", envOr("NEKRO_LOG_LEVEL", "warn"), "debug, info, warn or error (env NEKRO_LOG_LEVEL)")
 	for _, sub := range subcommands {
 		root.AddCommand(sub(g))
@@ -85,9 +93,34 @@ func (g *globals) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
+// enabledPlugins returns the compiled-in plugins --plugins names.
+func (g *globals) enabledPlugins() ([]*plugin.Plugin, error) {
+	if strings.TrimSpace(g.plugins) == "all" {
+		return plugin.Registered(), nil
+	}
+	keys := map[string]bool{"nekro.basic": true}
+	for _, k := range strings.Split(g.plugins, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			keys[k] = true
+		}
+	}
+	var out []*plugin.Plugin
+	for k := range keys {
+		p, err := plugin.Lookup(k)
+		if err != nil {
+			if k == "nekro.basic" {
+				continue // a custom binary without the built-ins
+			}
+			return nil, fmt.Errorf("--plugins: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
 // config returns the runtime configuration from the shared flags.
 func (g *globals) config() runtime.Config {
-	return runtime.Config{DataDir: g.dataDir, Python: g.python, Log: g.logger(),
+	return runtime.Config{DataDir: g.dataDir, Python: g.python, Log: g.logger(), Plugins: g.enabled,
 		Sandbox: g.sandbox, DockerImage: g.image, DockerArgs: strings.Fields(os.Getenv("NEKRO_DOCKER_ARGS")),
 		Files: files.Options{AllowPrivateNetworks: envTrue(files.AllowPrivateEnv)}}
 }
