@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	chatpkg "github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
 )
@@ -48,6 +50,28 @@ The exit status is 0 when the code ends normally, else its stop type:
 				return err
 			}
 			defer rt.Close(ctx)
+			// What the code sends to the chat (send_msg_text, ctx.SendText)
+			// lands in the chat's history, as in a turn, and is echoed to
+			// stderr so stdout stays what the code printed.
+			chats, err := chatpkg.Open(ctx, rt.Database(), rt.Layout(), g.logger())
+			if err != nil {
+				return err
+			}
+			defer chats.Close()
+			events, stopEvents := chats.Subscribe(chat)
+			echoed := make(chan struct{})
+			go func() {
+				defer close(echoed)
+				for e := range events {
+					if e.Type == chatpkg.EventMessage && e.Message != nil {
+						m := e.Message
+						for _, a := range m.Attachments {
+							m.Text += fmt.Sprintf(" [%s %s]", a.Kind, a.Path)
+						}
+						fmt.Fprintf(cmd.ErrOrStderr(), "nekro: sent to chat %s: %s\n", chat, strings.TrimSpace(m.Text))
+					}
+				}
+			}()
 			for _, u := range uploads {
 				if _, err := rt.ImportUpload(ctx, chat, u); err != nil {
 					return err
@@ -56,7 +80,10 @@ The exit status is 0 when the code ends normally, else its stop type:
 			res, err := rt.Exec(ctx, runtime.ExecRequest{
 				ChatKey: chat, UserID: user, Code: string(code),
 				Limits: sandbox.Limits{Timeout: timeout},
+				Chat:   chats.Sender(chat, 0),
 			})
+			stopEvents()
+			<-echoed
 			if err != nil {
 				return err
 			}

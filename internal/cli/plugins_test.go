@@ -13,7 +13,7 @@ func TestPluginsFlagChoosesWhatTheCodeCanCall(t *testing.T) {
 	data := testutil.DataDir(t)
 	code := []byte("print(my_sum_function(1, 2))\nsend_msg_text(_ck, 'hi')")
 	r := testutil.RunNekro(t, code, "--data", data, "--plugins", "nekro_examples.sandbox_methods", "exec", "--chat", "c", "-")
-	if r.Code != 0 || r.Stdout != "3\n" {
+	if r.Code != 0 || r.Stdout != "3\n" || !strings.Contains(r.Stderr, "nekro: sent to chat c: hi") {
 		t.Errorf("named plugin plus basic: %+v", r)
 	}
 	r = testutil.RunNekro(t, code, "--data", data, "--plugins", "nekro.basic", "exec", "--chat", "c", "-")
