@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nekro-go/nekro/internal/registry"
-	"github.com/nekro-go/nekro/plugin"
 )
 
 func init() { subcommands = append(subcommands, newPluginsCmd) }
@@ -16,9 +15,9 @@ func newPluginsCmd(g *globals) *cobra.Command {
 	var prompt bool
 	cmd := &cobra.Command{
 		Use:   "plugins",
-		Short: "List the compiled-in plugins and their sandbox methods",
+		Short: "List the enabled plugins (see --plugins) and their sandbox methods",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			reg, err := registry.New(plugin.Registered(), g.logger())
+			reg, err := registry.New(g.enabled, g.logger())
 			if err != nil {
 				return err
 			}
