@@ -40,6 +40,7 @@ until --shutdown-timeout, then their runs are stopped.`,
 			ctx := cmd.Context()
 			rc := g.config()
 			rc.WarmSpares = true
+			rc.SharedIdle = 30 * time.Minute
 			llm := agent.LLMConfigFromEnv()
 			llm.BaseURL, llm.Model = baseURL, model
 			srv, err := server.Start(ctx, server.Options{

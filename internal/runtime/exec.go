@@ -91,6 +91,11 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 	}
 
 	limits := rt.limits(req.Limits)
+	if rt.janitor != nil {
+		ck := files.ContainerKey(req.ChatKey)
+		rt.janitor.begin(ck, req.ChatKey)
+		defer rt.janitor.end(ck)
+	}
 	var pr *preparedRun
 	if rt.spares != nil {
 		pr = rt.spares.take(spareKey(req.ChatKey, limits))

@@ -46,6 +46,10 @@ type Config struct {
 	SpareIdle time.Duration
 	// MaxSpares bounds the warm sandboxes kept; default 32.
 	MaxSpares int
+	// SharedIdle empties a sandbox's /app/shared once no run has used it
+	// for this long, as the reference does after 30 minutes. Zero keeps
+	// the files (one-shot commands); nekro serve sets 30 minutes.
+	SharedIdle time.Duration
 	// SharedQuota bounds a sandbox's /app/shared: a run that leaves more
 	// there gets it emptied, with a note in its result. Default 1 GiB;
 	// files are also capped one by one (Limits.FileBytes).
@@ -81,8 +85,9 @@ type Runtime struct {
 	// sandboxUID owns sandbox-writable directories; -1 when the sandbox
 	// acts as the host's own uid.
 	sandboxUID, sandboxGID int
-	runsDir                string  // this process's run directories
-	spares                 *spares // nil unless Config.WarmSpares
+	runsDir                string   // this process's run directories
+	spares                 *spares  // nil unless Config.WarmSpares
+	janitor                *janitor // nil unless Config.SharedIdle
 	store                  *kv.Store
 	db                     db.Handle // shared by the KV store and the chat service
 	bg                     sync.WaitGroup
@@ -157,6 +162,9 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err := rt.openStore(ctx); err != nil {
 		return nil, err
 	}
+	if cfg.SharedIdle > 0 {
+		rt.janitor = newJanitor(rt, cfg.SharedIdle)
+	}
 	for _, p := range reg.Plugins() {
 		p.Bind(hostServices{rt: rt, p: p})
 	}
@@ -166,6 +174,9 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 
 // Close ends the warm sandboxes and runs the plugins' cleanup hooks.
 func (rt *Runtime) Close(ctx context.Context) error {
+	if rt.janitor != nil {
+		rt.janitor.close()
+	}
 	if rt.spares != nil {
 		rt.spares.close()
 		rt.bg.Wait()

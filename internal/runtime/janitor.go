@@ -1,0 +1,119 @@
+package runtime
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// janitor empties the shared directories of sandboxes idle for
+// Config.SharedIdle, as the reference does (files in /app/shared are not
+// meant to last; plugins keep what must last in their data directory or
+// the KV store). A sandbox with a run going is never touched.
+type janitor struct {
+	rt   *Runtime
+	idle time.Duration
+	stop chan struct{}
+	done chan struct{}
+
+	mu     sync.Mutex
+	active map[string]int       // container key -> runs going
+	last   map[string]time.Time // container key -> end of its last run
+	chat   map[string]string    // container key -> chat key (to drop spares)
+}
+
+func newJanitor(rt *Runtime, idle time.Duration) *janitor {
+	j := &janitor{rt: rt, idle: idle, stop: make(chan struct{}), done: make(chan struct{}),
+		active: map[string]int{}, last: map[string]time.Time{}, chat: map[string]string{}}
+	go j.loop()
+	return j
+}
+
+// begin and end bracket a run in a sandbox.
+func (j *janitor) begin(containerKey, chatKey string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.active[containerKey]++
+	j.chat[containerKey] = chatKey
+}
+
+func (j *janitor) end(containerKey string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.active[containerKey]--
+	if j.active[containerKey] <= 0 {
+		delete(j.active, containerKey)
+	}
+	j.last[containerKey] = time.Now()
+}
+
+func (j *janitor) loop() {
+	defer close(j.done)
+	tick := time.NewTicker(min(j.idle/4, time.Minute))
+	defer tick.Stop()
+	for {
+		select {
+		case <-j.stop:
+			return
+		case <-tick.C:
+			j.sweep(time.Now())
+		}
+	}
+}
+
+// sweep empties every shared directory idle longer than j.idle. Sandboxes
+// this process has not run since it started count from their directory's
+// modification time.
+func (j *janitor) sweep(now time.Time) {
+	root := filepath.Join(j.rt.layout.Root, "sandboxes")
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			j.sweepOne(now, root, e)
+		}
+	}
+}
+
+// sweepOne holds the lock from the idle check to the removal, so a run
+// starting meanwhile (begin) waits and never sees its files vanish.
+func (j *janitor) sweepOne(now time.Time, root string, e os.DirEntry) {
+	key := e.Name()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.active[key] > 0 {
+		return
+	}
+	last, seen := j.last[key]
+	if !seen {
+		info, err := e.Info()
+		if err != nil {
+			return
+		}
+		last = info.ModTime()
+	}
+	if now.Sub(last) < j.idle {
+		return
+	}
+	dir := filepath.Join(root, key)
+	files, _ := os.ReadDir(dir)
+	if len(files) == 0 {
+		return
+	}
+	if chatKey := j.chat[key]; chatKey != "" {
+		j.rt.DiscardSpares(chatKey)
+	}
+	for _, f := range files {
+		os.RemoveAll(filepath.Join(dir, f.Name()))
+	}
+	j.last[key] = now
+	j.rt.log.Info("emptied an idle sandbox's shared directory", "sandbox", key, "idle", now.Sub(last).Round(time.Second))
+}
+
+func (j *janitor) close() {
+	close(j.stop)
+	<-j.done
+}
