@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"path/filepath"
 	"strings"
@@ -34,6 +35,8 @@ func misbehaving() *plugin.Plugin {
 		func(c *plugin.Ctx, _ struct{}) (int, error) { var m map[string]int; m["x"] = 1; return 0, nil })
 	plugin.MountSandboxMethod(p, plugin.Method{Type: plugin.Tool, Name: "sleepy", Doc: "sleepy", Timeout: 100 * time.Millisecond},
 		func(c *plugin.Ctx, _ struct{}) (int, error) { time.Sleep(2 * time.Second); return 1, nil })
+	plugin.MountSandboxMethod(p, plugin.Method{Type: plugin.Tool, Name: "fails", Doc: "fails"},
+		func(c *plugin.Ctx, _ struct{}) (int, error) { return 0, errors.New("the disk is full") })
 	plugin.MountSandboxMethod(p, plugin.Method{Type: plugin.Tool, Name: "whoami", Doc: "who"},
 		func(c *plugin.Ctx, _ struct{}) (string, error) { return c.ChatKey() + "/" + c.UserID(), nil })
 	plugin.MountSandboxMethod(p, plugin.Method{Type: plugin.Agent, Name: "finish", Doc: "ends"},
