@@ -86,9 +86,9 @@ func (s *Service) saveAttachment(ctx context.Context, chatKey, name, kind string
 	if kind == "image" && !strings.HasPrefix(mime, "image/") {
 		return Attachment{}, fmt.Errorf("%s is not an image (its content is %s); send it with send_msg_file", name, mime)
 	}
-	dir := s.layout.UploadsDir(chatKey)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return Attachment{}, fmt.Errorf("uploads dir: %w", err)
+	dir, err := s.layout.EnsureUploadsDir(chatKey)
+	if err != nil {
+		return Attachment{}, err
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {

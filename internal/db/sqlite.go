@@ -1,6 +1,7 @@
 package db
 
 import (
+	"errors"
 	"context"
 	"database/sql"
 	"fmt"
@@ -49,6 +50,19 @@ type SQLite struct {
 func OpenSQLite(ctx context.Context, path string, opts SQLiteOptions) (*SQLite, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	// The database holds every plugin's KV data and every chat: only its
+	// owner may read it. SQLite creates the -wal and -shm files with the
+	// database file's mode, so fixing that one (and any left over) is enough.
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+		}
 	}
 	sync := "NORMAL"
 	if opts.FullSync {

@@ -24,6 +24,10 @@ import (
 //	<root>/runs/<run_id>/                 a run's socket and stubs -> /app/.nekro (ro)
 type Layout struct {
 	Root string // absolute
+	// SandboxGID is the group that may read the chats' uploads (the
+	// sandbox's, when it runs as another uid); -1 keeps them the host
+	// user's alone.
+	SandboxGID int
 }
 
 // NewLayout returns the layout of the data directory dir, made absolute.
@@ -32,7 +36,7 @@ func NewLayout(dir string) (Layout, error) {
 	if err != nil {
 		return Layout{}, fmt.Errorf("data dir %s: %w", dir, err)
 	}
-	return Layout{Root: abs}, nil
+	return Layout{Root: abs, SandboxGID: -1}, nil
 }
 
 // Database is the path of the embedded SQLite database.
@@ -46,6 +50,31 @@ func (l Layout) PluginDir(pluginKey string) string {
 // UploadsDir is the host directory seen as /app/uploads by chatKey's runs.
 func (l Layout) UploadsDir(chatKey string) string {
 	return filepath.Join(l.Root, "uploads", SanitizeChatKey(chatKey))
+}
+
+// EnsureUploadsDir creates the chat's uploads directory readable by the
+// host user and the sandbox's group only (0750), and returns it. Other
+// host users can neither list nor read a chat's files.
+func (l Layout) EnsureUploadsDir(chatKey string) (string, error) {
+	dir := l.UploadsDir(chatKey)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
+		return "", fmt.Errorf("uploads dir: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("uploads dir: %w", err)
+	}
+	mode := os.FileMode(0o700)
+	if l.SandboxGID >= 0 {
+		if err := os.Chown(dir, -1, l.SandboxGID); err == nil {
+			mode = 0o750
+		} else {
+			mode = 0o755 // the sandbox must read it; better open than broken
+		}
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		return "", fmt.Errorf("uploads dir: %w", err)
+	}
+	return dir, nil
 }
 
 // SharedDir is the host directory seen as /app/shared by the sandbox.

@@ -20,8 +20,8 @@ func SaveUpload(ctx context.Context, l Layout, chatKey, name string, r io.Reader
 	if err != nil {
 		return "", fmt.Errorf("upload: %w", err)
 	}
-	dir := l.UploadsDir(chatKey)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, err := l.EnsureUploadsDir(chatKey)
+	if err != nil {
 		return "", fmt.Errorf("upload: %w", errOnly(err))
 	}
 	root, err := os.OpenRoot(dir)

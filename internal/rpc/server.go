@@ -99,8 +99,10 @@ type Server struct {
 	end     *Ending
 }
 
-// Listen creates the socket at path (mode 0666, so the sandbox user can
-// connect) and starts serving.
+// Listen creates the socket at path and starts serving. Only the host user
+// can connect until the socket is handed to the sandbox's uid with Chown:
+// the path shows in the process table, so the mode is what keeps other
+// local users from calling methods as the run's chat.
 func Listen(ctx context.Context, path string, cfg Config) (*Server, error) {
 	if cfg.MaxRequest <= 0 {
 		cfg.MaxRequest = DefaultMaxRequest
@@ -121,7 +123,7 @@ func Listen(ctx context.Context, path string, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rpc listen %s: %w", path, err)
 	}
-	if err := os.Chmod(path, 0o666); err != nil {
+	if err := os.Chmod(path, 0o600); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("rpc socket permissions: %w", err)
 	}
@@ -177,6 +179,15 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	s.wg.Wait()
 	return err
+}
+
+// Chown gives the socket to the uid the sandbox runs as (when it is not the
+// host's own), keeping it mode 0600.
+func (s *Server) Chown(uid, gid int) error {
+	if err := os.Chown(s.ln.Addr().String(), uid, gid); err != nil {
+		return fmt.Errorf("rpc socket owner: %w", err)
+	}
+	return nil
 }
 
 // Bind fixes the run's identity and result callback, for a server created

@@ -66,6 +66,13 @@ func (rt *Runtime) prepare(chatKey string, limits sandbox.Limits) (*preparedRun,
 		os.RemoveAll(pr.dir)
 		return nil, err
 	}
+	if rt.sandboxUID >= 0 {
+		if err := pr.srv.Chown(rt.sandboxUID, rt.sandboxGID); err != nil {
+			pr.srv.Close()
+			os.RemoveAll(pr.dir)
+			return nil, fmt.Errorf("%w (the sandbox uid %d must own its run's socket: run nekro as root, or use the bwrap backend as your own user)", err, rt.sandboxUID)
+		}
+	}
 	pr.proc, err = rt.runner.Start(sandbox.Spec{RunDir: pr.dir, SharedDir: shared, UploadsDir: uploads, Limits: limits})
 	if err != nil {
 		pr.srv.Close()

@@ -147,6 +147,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if o, ok := rt.runner.(sandbox.Owner); ok {
 		rt.sandboxUID, rt.sandboxGID = o.SandboxUID()
 	}
+	rt.layout.SandboxGID = rt.sandboxGID
 	if err := rt.prepareDataDir(); err != nil {
 		return nil, err
 	}
@@ -257,10 +258,9 @@ func (rt *Runtime) prepareDataDir() error {
 // ensureChatDirs creates the chat's uploads directory and the sandbox's
 // shared directory, the latter owned by the sandbox user.
 func (rt *Runtime) ensureChatDirs(chatKey, containerKey string) (uploads, shared string, err error) {
-	uploads = rt.layout.UploadsDir(chatKey)
 	shared = rt.layout.SharedDir(containerKey)
-	if err := os.MkdirAll(uploads, 0o755); err != nil {
-		return "", "", fmt.Errorf("uploads dir: %w", err)
+	if uploads, err = rt.layout.EnsureUploadsDir(chatKey); err != nil {
+		return "", "", err
 	}
 	if err := os.Mkdir(shared, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", "", fmt.Errorf("shared dir: %w", err)

@@ -567,3 +567,54 @@ for i in range(3):
 		t.Errorf("shared after the quota: %s", res.Output)
 	}
 }
+
+// Other users of the host can read neither the database nor a chat's
+// uploads, and cannot call a run's methods through its socket, whose path
+// shows in the process table.
+func TestOtherHostUsersCannotReachRunsOrData(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to act as another host user")
+	}
+	rt := open(t)
+	if _, err := rt.ImportUpload(context.Background(), "chat-a", writeFile(t, "private.txt", "secret")); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *runtime.ExecResult)
+	go func() {
+		res, _ := rt.Exec(context.Background(), runtime.ExecRequest{ChatKey: "chat-a", UserID: "u", Code: "import time; time.sleep(3)"})
+		done <- res
+	}()
+	var sock string
+	for deadline := time.Now().Add(5 * time.Second); sock == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		found, _ := filepath.Glob(filepath.Join(rt.Layout().RunsDir(), "*", "*", "rpc.sock"))
+		if len(found) > 0 {
+			sock = found[0]
+		}
+	}
+	if sock == "" {
+		t.Fatal("no run socket appeared")
+	}
+	db := rt.Layout().Database()
+	upload := filepath.Join(rt.Layout().UploadsDir("chat-a"), "private.txt")
+	out, _ := exec.Command("setpriv", "--reuid=4242", "--regid=4242", "--clear-groups", "/usr/bin/python3", "-I", "-c", fmt.Sprintf(`
+import socket
+def attempt(label, f):
+    try:
+        f(); print(label, "ALLOWED")
+    except OSError as e:
+        print(label, "denied", e.errno)
+attempt("db", lambda: open(%q, "rb").read())
+attempt("upload", lambda: open(%q).read())
+def call():
+    s = socket.socket(socket.AF_UNIX); s.connect(%q)
+attempt("socket", call)
+`, db, upload, sock)).CombinedOutput()
+	for _, w := range []string{"db denied", "upload denied", "socket denied"} {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("another host user: want %q:\n%s", w, out)
+		}
+	}
+	if res := <-done; res == nil || res.StopType != sandbox.Normal {
+		t.Errorf("the run itself failed: %+v", res)
+	}
+}
