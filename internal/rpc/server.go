@@ -97,6 +97,7 @@ type Server struct {
 	calls   []Call
 	dropped int // calls not recorded once MaxCallRecords were
 	end     *Ending
+	onEnd   func()
 }
 
 // Listen creates the socket at path and starts serving. Only the host user
@@ -179,6 +180,14 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	s.wg.Wait()
 	return err
+}
+
+// OnEnd sets a function called once when an AGENT or MULTIMODAL_AGENT
+// call ends the run (the runtime stops the rest of the run with it).
+func (s *Server) OnEnd(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onEnd = f
 }
 
 // Chown gives the socket to the uid the sandbox runs as (when it is not the
@@ -416,7 +425,11 @@ func (s *Server) call(req request) (json.RawMessage, *plugin.MethodInfo, *rpcErr
 			return nil, m, &rpcError{"run_ended", fmt.Sprintf("%s(): the run already ended with agent method %s", req.Method, s.end.Method)}
 		}
 		s.end = &Ending{Method: m.Name, Type: m.Type, Result: o.result}
+		onEnd := s.onEnd
 		s.mu.Unlock()
+		if onEnd != nil {
+			onEnd()
+		}
 	}
 	return o.result, m, nil
 }

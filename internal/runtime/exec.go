@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nekro-go/nekro/internal/files"
@@ -130,7 +131,22 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 		rt.log.Warn("warm sandbox unusable, starting a new one", "chat", req.ChatKey, "err", err)
 		warm = false
 	}
+	// An AGENT call ends the run: the calling process exits at once, and
+	// any other process of the run (a forked child, a thread's parent) is
+	// stopped shortly after, so no code keeps running past it.
+	var endTimer *time.Timer
+	var endMu sync.Mutex
+	pr.srv.OnEnd(func() {
+		endMu.Lock()
+		defer endMu.Unlock()
+		endTimer = time.AfterFunc(agentGrace, pr.proc.Kill)
+	})
 	outcome, err := pr.proc.Wait(ctx, limits.Timeout)
+	endMu.Lock()
+	if endTimer != nil {
+		endTimer.Stop()
+	}
+	endMu.Unlock()
 	srv := pr.srv
 	srv.Close()
 	if err != nil {
@@ -183,6 +199,10 @@ func (rt *Runtime) enforceSharedQuota(pr *preparedRun) string {
 	rt.log.Warn("sandbox over its shared quota: emptied", "chat", pr.chatKey, "bytes", total, "quota", rt.cfg.SharedQuota)
 	return fmt.Sprintf("/app/shared held %d MiB, over the %d MiB quota, and was emptied", total>>20, rt.cfg.SharedQuota>>20)
 }
+
+// agentGrace is how long the rest of a run may take to end after an AGENT
+// call: time for the caller to print the result and exit by itself.
+const agentGrace = 100 * time.Millisecond
 
 // release puts the code in place, binds the run's identity to its RPC
 // server and lets the sandbox run.

@@ -618,3 +618,22 @@ attempt("socket", call)
 		t.Errorf("the run itself failed: %+v", res)
 	}
 }
+
+// No process of a run keeps running after an AGENT call, not even one the
+// calling process forked from.
+func TestAgentCallEndsEveryProcessOfTheRun(t *testing.T) {
+	rt := open(t)
+	res := run(t, rt, `
+import os, time, sys
+pid = os.fork()
+if pid == 0:
+    ask_agent("from the child")
+else:
+    os.waitpid(pid, 0)
+    time.sleep(1)
+    print("PARENT CONTINUED AFTER AGENT", flush=True)
+`)
+	if res.StopType != sandbox.AgentStop || strings.Contains(res.Output, "PARENT CONTINUED") {
+		t.Errorf("stop %v, output:\n%s", res.StopType, res.Output)
+	}
+}
