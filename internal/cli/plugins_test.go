@@ -25,3 +25,23 @@ func TestPluginsFlagChoosesWhatTheCodeCanCall(t *testing.T) {
 		t.Errorf("unknown plugin key: %+v", r)
 	}
 }
+
+// --kv-max-value reaches the store the plugins use.
+func TestKVLimitFlag(t *testing.T) {
+	data := testutil.DataDir(t)
+	code := []byte(`
+try:
+    add_note("n1", "t", "x" * 300)
+    print("stored")
+except PluginError as e:
+    print("refused:", e)
+`)
+	r := testutil.RunNekro(t, code, "--data", data, "--kv-max-value", "200", "exec", "--chat", "c", "--user", "u", "-")
+	if !strings.Contains(r.Stdout, "refused:") || !strings.Contains(r.Stdout, "over the limit of 200 bytes") {
+		t.Errorf("a 300-byte note under a 200-byte cap: %+v", r)
+	}
+	r = testutil.RunNekro(t, code, "--data", data, "exec", "--chat", "c", "--user", "u", "-")
+	if strings.TrimSpace(r.Stdout) != "stored" {
+		t.Errorf("the same note under the default cap: %+v", r)
+	}
+}

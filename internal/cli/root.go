@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/nekro-go/nekro/internal/files"
+	"github.com/nekro-go/nekro/internal/kv"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/plugin"
 )
@@ -28,6 +30,9 @@ type globals struct {
 	image    string
 	plugins  string
 	enabled  []*plugin.Plugin // from --plugins, checked before any command runs
+	maxRuns  int
+	kvValue  int64
+	kvQuota  int64
 }
 
 // ExitError asks Main to exit with Code after printing nothing more.
@@ -56,6 +61,9 @@ func NewRoot() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.sandbox, "sandbox", envOr("NEKRO_SANDBOX", "bwrap"), "sandbox backend: bwrap or docker (env NEKRO_SANDBOX)")
 	root.PersistentFlags().StringVar(&g.image, "docker-image", envOr("NEKRO_DOCKER_IMAGE", "nekro-sandbox"), "image of the docker sandbox backend (env NEKRO_DOCKER_IMAGE)")
 	root.PersistentFlags().StringVar(&g.plugins, "plugins", envOr("NEKRO_PLUGINS", "all"), "plugins to enable: all, or a comma-separated list of keys (author.module); nekro.basic is always on (env NEKRO_PLUGINS)")
+	root.PersistentFlags().IntVar(&g.maxRuns, "max-runs", envInt("NEKRO_MAX_RUNS", 8), "sandbox runs at once, across all chats (env NEKRO_MAX_RUNS)")
+	root.PersistentFlags().Int64Var(&g.kvValue, "kv-max-value", envInt("NEKRO_KV_MAX_VALUE", int64(1<<20)), "largest KV value in bytes (env NEKRO_KV_MAX_VALUE)")
+	root.PersistentFlags().Int64Var(&g.kvQuota, "kv-quota", envInt("NEKRO_KV_QUOTA", int64(0)), "bytes each plugin's KV values may take up; 0 for no quota (env NEKRO_KV_QUOTA)")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", envOr("NEKRO_LOG_LEVEL", "warn"), "debug, info, warn or error (env NEKRO_LOG_LEVEL)")
 	for _, sub := range subcommands {
 		root.AddCommand(sub(g))
@@ -76,6 +84,15 @@ func Main() {
 		fmt.Fprintln(os.Stderr, "nekro:", err)
 		os.Exit(1)
 	}
+}
+
+// envInt reads an integer environment variable, or def when it is unset
+// or not a number.
+func envInt[T int | int64](name string, def T) T {
+	if v, err := strconv.ParseInt(os.Getenv(name), 10, 64); err == nil {
+		return T(v)
+	}
+	return def
 }
 
 func envOr(name, def string) string {
@@ -121,6 +138,7 @@ func (g *globals) enabledPlugins() ([]*plugin.Plugin, error) {
 // config returns the runtime configuration from the shared flags.
 func (g *globals) config() runtime.Config {
 	return runtime.Config{DataDir: g.dataDir, Python: g.python, Log: g.logger(), Plugins: g.enabled,
+		MaxConcurrentRuns: g.maxRuns, KV: kv.Limits{MaxValueBytes: g.kvValue, QuotaBytes: g.kvQuota},
 		Sandbox: g.sandbox, DockerImage: g.image, DockerArgs: strings.Fields(os.Getenv("NEKRO_DOCKER_ARGS")),
 		Files: files.Options{AllowPrivateNetworks: envTrue(files.AllowPrivateEnv)}}
 }

@@ -637,3 +637,65 @@ else:
 		t.Errorf("stop %v, output:\n%s", res.StopType, res.Output)
 	}
 }
+
+// At most Config.MaxConcurrentRuns sandboxes run at once; the others wait
+// their turn instead of failing.
+func TestConcurrentRunsAreBounded(t *testing.T) {
+	rt, err := runtime.Open(context.Background(), runtime.Config{
+		DataDir: testutil.DataDir(t), Plugins: []*plugin.Plugin{testPlugin()}, MaxConcurrentRuns: 2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(context.Background())
+	type span struct{ start, end float64 }
+	spans := make(chan span, 5)
+	for i := 0; i < 5; i++ {
+		go func(i int) {
+			res, err := rt.Exec(context.Background(), runtime.ExecRequest{ChatKey: fmt.Sprintf("c%d", i),
+				Code: "import time\ns = time.time()\ntime.sleep(0.6)\nprint(s, time.time())"})
+			var sp span
+			if err == nil {
+				fmt.Sscan(res.Output, &sp.start, &sp.end)
+			}
+			spans <- sp
+		}(i)
+	}
+	var all []span
+	for i := 0; i < 5; i++ {
+		sp := <-spans
+		if sp.end == 0 {
+			t.Fatal("a run failed")
+		}
+		all = append(all, sp)
+	}
+	for _, a := range all {
+		overlapping := 0
+		for _, b := range all {
+			if b.start <= a.start && a.start < b.end {
+				overlapping++
+			}
+		}
+		if overlapping > 2 {
+			t.Errorf("%d runs at once, limit 2: %v", overlapping, all)
+		}
+	}
+}
+
+// Plugins' cleanup hooks run when the runtime closes.
+func TestCleanupHooksRunOnClose(t *testing.T) {
+	p := plugin.New(plugin.Meta{ModuleName: "cleanup_probe", Author: "nekro"})
+	cleaned := 0
+	p.OnCleanup(func(context.Context) error { cleaned++; return nil })
+	rt, err := runtime.Open(context.Background(), runtime.Config{DataDir: testutil.DataDir(t), Plugins: []*plugin.Plugin{p}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cleaned != 0 {
+		t.Fatal("cleanup ran before Close")
+	}
+	rt.Close(context.Background())
+	if cleaned != 1 {
+		t.Errorf("cleanup ran %d times on Close, want 1", cleaned)
+	}
+}
