@@ -226,7 +226,19 @@ func (r *Runner) Start(spec sandbox.Spec) (sandbox.Process, error) {
 		}
 		return nil, err
 	}
-	return &process{Proc: proc, release: goW, ready: readyR, group: group, memory: l.MemoryBytes, removing: &r.removing}, nil
+	p := &process{Proc: proc, release: goW, ready: readyR, group: group, memory: l.MemoryBytes, removing: &r.removing}
+	if group != nil {
+		// Start joining the group while bwrap and Python start up: on
+		// cgroup v1 the first move waits for an RCU grace period, which
+		// then overlaps the interpreter's start instead of following it.
+		// Prepare moves whatever this early move missed.
+		p.joined = make(chan struct{})
+		go func() {
+			defer close(p.joined)
+			group.AddTree(proc.Pid())
+		}()
+	}
+	return p, nil
 }
 
 // process is one started sandbox.
@@ -238,6 +250,7 @@ type process struct {
 	memory   int64
 	removing *sync.WaitGroup
 
+	joined      chan struct{} // closed when the early move into the group is done
 	prepareOnce sync.Once
 	prepareErr  error
 	removeOnce  sync.Once
@@ -259,6 +272,7 @@ func (p *process) Prepare() error {
 			return
 		}
 		if p.group != nil {
+			<-p.joined
 			p.prepareErr = p.group.AddTree(p.Pid())
 		}
 	})
