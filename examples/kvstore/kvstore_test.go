@@ -177,7 +177,17 @@ func testSeedExamples(t *testing.T, n nekro) {
 		t.Fatalf("second kv del = %q", out)
 	}
 	n.want("group_B", "U", "get_user_preference.py", "未找到用户的主题偏好设置。\nNone\n")
-	if out, code := n.kv("set", "--max-value", "4", "big", "12345"); code == 0 || out != "" {
-		t.Fatalf("kv set over --max-value: %q exit %d", out, code)
+	if out, code := n.kv("set", "--kv-max-value", "4", "big", "12345"); code == 0 || out != "" {
+		t.Fatalf("kv set over --kv-max-value: %q exit %d", out, code)
+	}
+	// An operator forgets user U in every plugin; V's values stay.
+	if out, code := n.kv("erase-user", "U"); code != 0 || !strings.HasPrefix(out, plugin+"\t") {
+		t.Fatalf("kv erase-user U = %q exit %d", out, code)
+	}
+	if out, _ := n.kv("list", "--user", "U"); out != "" {
+		t.Fatalf("user U still has values after erase-user: %q", out)
+	}
+	if out, _ := n.kv("list", "--user", "V"); out == "" {
+		t.Fatal("erase-user U also erased user V")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -22,7 +23,6 @@ type kvFlags struct {
 	database   string
 	plugin     string
 	chat, user string
-	maxValue   int64
 }
 
 func (f *kvFlags) scope() plugin.Scope {
@@ -43,21 +43,27 @@ func (f *kvFlags) open(cmd *cobra.Command, g *globals) (*kv.Store, plugin.Store,
 	if f.plugin == "" {
 		return nil, nil, fmt.Errorf("--plugin is required (a plugin key, author.module; see nekro plugins)")
 	}
-	layout, err := files.NewLayout(g.dataDir)
-	if err != nil {
-		return nil, nil, err
-	}
-	if f.database == "" {
-		if _, err := os.Stat(layout.Database()); err != nil {
-			return nil, nil, fmt.Errorf("no database at %s (wrong --data?)", layout.Database())
-		}
-	}
-	st, err := kvopen.Open(cmd.Context(), kvopen.Config{DatabaseURL: f.database, SQLitePath: layout.Database(),
-		Limits: kv.Limits{MaxValueBytes: f.maxValue}, Log: g.logger()})
+	st, err := f.openStore(cmd, g)
 	if err != nil {
 		return nil, nil, err
 	}
 	return st, st.For(f.plugin), nil
+}
+
+// openStore opens the store with the operator's limits (--kv-max-value,
+// --kv-quota), as the server does.
+func (f *kvFlags) openStore(cmd *cobra.Command, g *globals) (*kv.Store, error) {
+	layout, err := files.NewLayout(g.dataDir)
+	if err != nil {
+		return nil, err
+	}
+	if f.database == "" {
+		if _, err := os.Stat(layout.Database()); err != nil {
+			return nil, fmt.Errorf("no database at %s (wrong --data?)", layout.Database())
+		}
+	}
+	return kvopen.Open(cmd.Context(), kvopen.Config{DatabaseURL: f.database, SQLitePath: layout.Database(),
+		Limits: kv.Limits{MaxValueBytes: g.kvValue, QuotaBytes: g.kvQuota}, Log: g.logger()})
 }
 
 func newKVCmd(g *globals) *cobra.Command {
@@ -77,7 +83,6 @@ nekro.db, or the PostgreSQL database of --database / NEKRO_DATABASE_URL.`,
 	pf.StringVar(&f.plugin, "plugin", "", "plugin key, author.module (required)")
 	pf.StringVar(&f.chat, "chat", "", "chat key of the scope")
 	pf.StringVar(&f.user, "user", "", "user key of the scope")
-	pf.Int64Var(&f.maxValue, "max-value", 0, "value cap in bytes for set (default 1 MiB, the server's default)")
 
 	cmd.AddCommand(&cobra.Command{
 		Use:   "get KEY",
@@ -188,6 +193,39 @@ nekro.db, or the PostgreSQL database of --database / NEKRO_DATABASE_URL.`,
 	}
 	list.Flags().StringVar(&prefix, "prefix", "", "only keys starting with this")
 	cmd.AddCommand(list)
+
+	cmd.AddCommand(&cobra.Command{
+		Use:   "erase-user USER",
+		Short: "Delete a user's values in every plugin (their own and their chat+user scopes)",
+		Long: `Delete everything plugins keep for a user: the user's own scope and the
+user's scope in every chat, in every plugin's namespace, also plugins no
+longer compiled in. Chat-scoped and plugin-wide values stay. It prints how
+many values it deleted per plugin.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := f.openStore(cmd, g)
+			if err != nil {
+				return err
+			}
+			defer st.Close(cmd.Context())
+			erased, err := st.EraseUser(cmd.Context(), args[0])
+			keys := make([]string, 0, len(erased))
+			for k := range erased {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%d\n", k, erased[k])
+			}
+			if err != nil {
+				return err
+			}
+			if len(erased) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "no values of user %s\n", args[0])
+			}
+			return nil
+		},
+	})
 
 	cmd.AddCommand(&cobra.Command{
 		Use:   "usage",

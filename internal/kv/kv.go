@@ -118,6 +118,9 @@ type Engine interface {
 	// Usage returns what the plugin's rows take up.
 	Usage(ctx context.Context, plugin string) (Usage, error)
 
+	// Plugins returns the keys of the plugins that have rows, sorted.
+	Plugins(ctx context.Context) ([]string, error)
+
 	// Close releases the engine's connections.
 	Close(ctx context.Context) error
 }

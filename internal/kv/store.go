@@ -135,6 +135,31 @@ func (s *Store) DeletePlugin(ctx context.Context, pluginKey string) (int64, erro
 	return n, nil
 }
 
+// EraseUser deletes a user's values in every plugin's namespace (the
+// user's own scope and their chat+user scopes in every chat), including
+// plugins no longer compiled in, and returns how many it deleted per
+// plugin. It is for operators honouring a request to forget a user.
+func (s *Store) EraseUser(ctx context.Context, userKey string) (map[string]int64, error) {
+	if err := checkText("user key", userKey, MaxScopeKeyLen, false); err != nil {
+		return nil, fmt.Errorf("kv erase user: %w", err)
+	}
+	plugins, err := s.eng.Plugins(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("kv erase user: %w", err)
+	}
+	out := map[string]int64{}
+	for _, p := range plugins {
+		n, err := s.eng.DeleteScope(ctx, p, "", userKey)
+		if err != nil {
+			return out, fmt.Errorf("kv erase user in %s: %w", p, err)
+		}
+		if n > 0 {
+			out[p] = n
+		}
+	}
+	return out, nil
+}
+
 // For returns the namespace of the plugin with the given key. It panics on
 // a key that is empty or too long: plugin keys come from registered
 // plugins, not from users.

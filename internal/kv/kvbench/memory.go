@@ -2,6 +2,7 @@ package kvbench
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -80,6 +81,19 @@ func (m *memory) Usage(_ context.Context, plugin string) (kv.Usage, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.use[plugin], nil
+}
+
+func (m *memory) Plugins(context.Context) ([]string, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var out []string
+	for p, u := range m.use {
+		if u.Keys > 0 {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 func (m *memory) Close(context.Context) error { return nil }

@@ -89,6 +89,7 @@ func Run(t *testing.T, h Harness) {
 		{"ConcurrentFirstSetCreatesOnce", testConcurrentCreate},
 		{"Keys", testKeys},
 		{"DeleteScope", testDeleteScope},
+		{"EraseUserInEveryPlugin", testEraseUser},
 		{"Persistence", testPersistence},
 	}
 	for _, tc := range tests {
@@ -823,4 +824,32 @@ func testUpdatePanic(t *testing.T, h Harness) {
 	e.absent(ns, plugin.Global(), "k")
 	must(ns.Set(e.ctx, plugin.Global(), "k", "v"))
 	e.want(ns, plugin.Global(), "k", "v")
+}
+
+// EraseUser forgets a user in every plugin that has data, and nothing else.
+func testEraseUser(t *testing.T, h Harness) {
+	e := h.env(t, kv.Limits{})
+	a, b := e.store.For("alice.one"), e.store.For("bob.two")
+	for _, ns := range []plugin.Store{a, b} {
+		must(ns.Set(e.ctx, plugin.User("U"), "pref", "u"))
+		must(ns.Set(e.ctx, plugin.ChatUser("A", "U"), "seen", "u in A"))
+		must(ns.Set(e.ctx, plugin.User("V"), "pref", "v"))
+		must(ns.Set(e.ctx, plugin.Chat("A"), "topic", "a"))
+	}
+	if got := must(e.store.Engine().Plugins(e.ctx)); len(got) != 2 || got[0] != "alice.one" || got[1] != "bob.two" {
+		t.Fatalf("Plugins = %v", got)
+	}
+	erased := must(e.store.EraseUser(e.ctx, "U"))
+	if erased["alice.one"] != 2 || erased["bob.two"] != 2 || len(erased) != 2 {
+		t.Fatalf("EraseUser = %v, want 2 values in each plugin", erased)
+	}
+	for _, ns := range []plugin.Store{a, b} {
+		e.absent(ns, plugin.User("U"), "pref")
+		e.absent(ns, plugin.ChatUser("A", "U"), "seen")
+		e.want(ns, plugin.User("V"), "pref", "v")
+		e.want(ns, plugin.Chat("A"), "topic", "a")
+	}
+	if _, err := e.store.EraseUser(e.ctx, ""); err == nil {
+		t.Fatal("EraseUser of an empty user was accepted")
+	}
 }

@@ -264,6 +264,19 @@ func (e *Engine) Usage(ctx context.Context, plugin string) (kv.Usage, error) {
 	return u, nil
 }
 
+// Plugins implements kv.Engine.
+func (e *Engine) Plugins(ctx context.Context) ([]string, error) {
+	rows, err := e.pool.Query(ctx, `SELECT plugin FROM kv_usage WHERE keys > 0 ORDER BY plugin`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres plugins: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres plugins: %w", err)
+	}
+	return out, nil
+}
+
 // Close implements kv.Engine. It closes the pool only if Open opened it.
 func (e *Engine) Close(ctx context.Context) error {
 	if e.own {

@@ -336,6 +336,24 @@ func (e *Engine) DeleteScope(ctx context.Context, plugin, chat, user string) (in
 	return n, nil
 }
 
+// Plugins implements kv.Engine.
+func (e *Engine) Plugins(ctx context.Context) ([]string, error) {
+	rows, err := e.d.Read.QueryContext(ctx, `SELECT plugin FROM kv_usage WHERE keys > 0 ORDER BY plugin`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite plugins: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			return nil, fmt.Errorf("sqlite plugins: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
 // DeleteExpired implements kv.Engine.
 func (e *Engine) DeleteExpired(ctx context.Context, before time.Time, limit int) (int64, error) {
 	res, err := e.d.Write.ExecContext(ctx, `DELETE FROM kv WHERE rowid IN
