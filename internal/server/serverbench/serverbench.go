@@ -61,6 +61,11 @@ type Result struct {
 	LoadWall             time.Duration
 	PeakRSS              int64 // bytes, the server process's high-water mark during the load
 	Lost, Twice          int
+	// Burst: messages posted all at once, so they arrive during turns and
+	// queue; each must be answered exactly once.
+	BurstMessages         int
+	BurstWall             time.Duration
+	BurstLost, BurstTwice int
 }
 
 // Run measures and writes a report to w.
@@ -209,6 +214,43 @@ func Run(ctx context.Context, w io.Writer, opt Options) (*Result, error) {
 		res.Twice += twice
 	}
 
+	// Burst: a quarter of the chats each post all their messages at once,
+	// without waiting: most arrive while a turn runs and must queue.
+	burstChats := max(1, opt.Chats/4)
+	start = time.Now()
+	var bwg sync.WaitGroup
+	berrs := make(chan error, burstChats*opt.PerChat)
+	for i := range burstChats {
+		for j := range opt.PerChat {
+			bwg.Go(func() {
+				if err := c.post(ctx, fmt.Sprintf("burst-%03d", i), fmt.Sprintf("burst %d", j)); err != nil {
+					berrs <- err
+				}
+			})
+		}
+	}
+	bwg.Wait()
+	close(berrs)
+	for err := range berrs {
+		return nil, err
+	}
+	res.BurstMessages = burstChats * opt.PerChat
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		lost, twice := 0, 0
+		for i := range burstChats {
+			l, tw, err := c.audit(ctx, fmt.Sprintf("burst-%03d", i))
+			if err != nil {
+				return nil, err
+			}
+			lost, twice = lost+l, twice+tw
+		}
+		res.BurstLost, res.BurstTwice = lost, twice
+		if lost == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	res.BurstWall = time.Since(start)
+
 	fmt.Fprintf(w, "turn overhead: one run with three TOOL calls, instant scripted model (%d turns)\n", opt.Turns)
 	fmt.Fprintf(w, "  %-34s p50 %-10s p99 %-10s\n", "bare sandboxed run (baseline)", ms(res.Bare.P50), ms(res.Bare.P99))
 	fmt.Fprintf(w, "  %-34s p50 %-10s p99 %-10s\n", "turn via API, end to end", ms(res.Turn.P50), ms(res.Turn.P99))
@@ -224,6 +266,9 @@ func Run(ctx context.Context, w io.Writer, opt Options) (*Result, error) {
 		1/res.Turn.P50.Seconds(), float64(res.LoadTurns)/res.LoadWall.Seconds()*res.Turn.P50.Seconds())
 	fmt.Fprintf(w, "  peak RSS of the server process: %.1f MiB (sandboxes are separate processes)\n", float64(res.PeakRSS)/(1<<20))
 	fmt.Fprintf(w, "  messages lost: %d, answered twice: %d\n", res.Lost, res.Twice)
+	fmt.Fprintf(w, "burst: %d chats x %d messages posted at once (they queue behind running turns)\n", burstChats, opt.PerChat)
+	fmt.Fprintf(w, "  %d messages answered in %s; lost: %d, answered twice: %d\n", res.BurstMessages,
+		res.BurstWall.Round(time.Millisecond), res.BurstLost, res.BurstTwice)
 	return res, nil
 }
 

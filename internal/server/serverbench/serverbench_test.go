@@ -32,6 +32,9 @@ func TestBenchmarkSmall(t *testing.T) {
 	if res.LoadTurns != 12 || res.Lost != 0 || res.Twice != 0 {
 		t.Fatalf("result %+v", res)
 	}
+	if res.BurstMessages != 3 || res.BurstLost != 0 || res.BurstTwice != 0 {
+		t.Fatalf("burst: %d messages, %d lost, %d answered twice", res.BurstMessages, res.BurstLost, res.BurstTwice)
+	}
 	if res.Bare.N != 3 || res.Turn.N != 3 || res.OverheadRatio <= 0 {
 		t.Fatalf("latency figures %+v", res)
 	}
