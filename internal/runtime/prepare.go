@@ -163,19 +163,18 @@ func (s *spares) put(key string, pr *preparedRun) {
 		return
 	}
 	sp := &spare{run: pr}
+	s.byKey[key] = sp
 	sp.timer = time.AfterFunc(s.idle, func() {
 		s.mu.Lock()
-		if s.byKey[key] == sp {
+		mine := s.byKey[key] == sp
+		if mine {
 			delete(s.byKey, key)
-		} else {
-			sp = nil
 		}
 		s.mu.Unlock()
-		if sp != nil {
-			sp.run.discard()
+		if mine {
+			pr.discard()
 		}
 	})
-	s.byKey[key] = sp
 	s.mu.Unlock()
 }
 
