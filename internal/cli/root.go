@@ -18,6 +18,7 @@ import (
 	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/kv"
 	"github.com/nekro-go/nekro/internal/runtime"
+	"github.com/nekro-go/nekro/internal/uids"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -33,6 +34,12 @@ type globals struct {
 	maxRuns  int
 	kvValue  int64
 	kvQuota  int64
+
+	sandboxUIDs  string // FIRST-LAST: each chat's own uid comes from here
+	sharedQuota  *byteSize
+	sharedInodes int64
+	pluginQuota  *byteSize
+	uidRange     uids.Range // parsed from sandboxUIDs
 }
 
 // ExitError asks Main to exit with Code after printing nothing more.
@@ -52,10 +59,18 @@ func NewRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) (err error) {
+			if err := checkEnvSizes("NEKRO_SHARED_QUOTA", "NEKRO_PLUGIN_DATA_QUOTA"); err != nil {
+				return err
+			}
+			if g.uidRange, err = uids.ParseRange(g.sandboxUIDs); err != nil {
+				return fmt.Errorf("--sandbox-uids: %w", err)
+			}
 			g.enabled, err = g.enabledPlugins()
 			return err
 		},
 	}
+	g.sharedQuota = envByteSize("NEKRO_SHARED_QUOTA", runtime.DefaultSharedQuota)
+	g.pluginQuota = envByteSize("NEKRO_PLUGIN_DATA_QUOTA", runtime.DefaultPluginDataQuota)
 	root.PersistentFlags().StringVar(&g.dataDir, "data", envOr("NEKRO_DATA_DIR", "data"), "data directory (env NEKRO_DATA_DIR)")
 	root.PersistentFlags().StringVar(&g.python, "python", envOr("NEKRO_PYTHON", "/usr/bin/python3"), "Python interpreter inside the sandbox (env NEKRO_PYTHON)")
 	root.PersistentFlags().StringVar(&g.sandbox, "sandbox", envOr("NEKRO_SANDBOX", "bwrap"), "sandbox backend: bwrap or docker (env NEKRO_SANDBOX)")
@@ -64,6 +79,14 @@ func NewRoot() *cobra.Command {
 	root.PersistentFlags().IntVar(&g.maxRuns, "max-runs", envInt("NEKRO_MAX_RUNS", 8), "sandbox runs at once, across all chats (env NEKRO_MAX_RUNS)")
 	root.PersistentFlags().Int64Var(&g.kvValue, "kv-max-value", envInt("NEKRO_KV_MAX_VALUE", int64(1<<20)), "largest KV value in bytes (env NEKRO_KV_MAX_VALUE)")
 	root.PersistentFlags().Int64Var(&g.kvQuota, "kv-quota", envInt("NEKRO_KV_QUOTA", int64(0)), "bytes each plugin's KV values may take up; 0 for no quota (env NEKRO_KV_QUOTA)")
+	root.PersistentFlags().StringVar(&g.sandboxUIDs, "sandbox-uids", envOr("NEKRO_SANDBOX_UIDS", uids.DefaultRange.String()),
+		"host uids for chats' sandboxes, FIRST-LAST: each chat gets its own, kept in the database (env NEKRO_SANDBOX_UIDS; used when nekro runs as root)")
+	root.PersistentFlags().Var(g.sharedQuota, "shared-quota",
+		"disk each chat's /app/shared and /app/uploads may each take, enforced while the code writes, e.g. 64MiB (env NEKRO_SHARED_QUOTA)")
+	root.PersistentFlags().Int64Var(&g.sharedInodes, "shared-inodes", envInt("NEKRO_SHARED_INODES", int64(runtime.DefaultSharedInodes)),
+		"files and directories each chat's /app/shared and /app/uploads may each hold (env NEKRO_SHARED_INODES)")
+	root.PersistentFlags().Var(g.pluginQuota, "plugin-data-quota",
+		"disk each plugin's data directory may take, e.g. 1GiB (env NEKRO_PLUGIN_DATA_QUOTA)")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", envOr("NEKRO_LOG_LEVEL", "warn"), "debug, info, warn or error (env NEKRO_LOG_LEVEL)")
 	for _, sub := range subcommands {
 		root.AddCommand(sub(g))
@@ -73,6 +96,7 @@ func NewRoot() *cobra.Command {
 
 // Main runs the CLI with os.Args and exits.
 func Main() {
+	closeInheritedOnExec()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := NewRoot().ExecuteContext(ctx)
 	stop()
@@ -139,6 +163,8 @@ func (g *globals) enabledPlugins() ([]*plugin.Plugin, error) {
 func (g *globals) config() runtime.Config {
 	return runtime.Config{DataDir: g.dataDir, Python: g.python, Log: g.logger(), Plugins: g.enabled,
 		MaxConcurrentRuns: g.maxRuns, KV: kv.Limits{MaxValueBytes: g.kvValue, QuotaBytes: g.kvQuota},
+		SandboxUIDs: g.uidRange, SharedQuota: int64(*g.sharedQuota), SharedInodes: g.sharedInodes,
+		PluginDataQuota: int64(*g.pluginQuota),
 		Sandbox: g.sandbox, DockerImage: g.image, DockerArgs: strings.Fields(os.Getenv("NEKRO_DOCKER_ARGS")),
 		Files: files.Options{AllowPrivateNetworks: envTrue(files.AllowPrivateEnv)}}
 }

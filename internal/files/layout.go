@@ -21,13 +21,26 @@ import (
 //	<root>/plugins/<author>.<module>/     a plugin's private directory
 //	<root>/uploads/<chat>/                a chat's uploads  -> /app/uploads (ro)
 //	<root>/sandboxes/<container_key>/     a sandbox's shared -> /app/shared (rw)
-//	<root>/runs/<run_id>/                 a run's socket and stubs -> /app/.nekro (ro)
+//	<root>/volumes/                       filesystem images bounding the above
+//	<root>/runs/<pid>/<run_id>/           a run's socket and stubs (Docker only)
 type Layout struct {
 	Root string // absolute
-	// SandboxGID is the group that may read the chats' uploads (the
-	// sandbox's, when it runs as another uid); -1 keeps them the host
-	// user's alone.
-	SandboxGID int
+	// Provision, when set, prepares each chat and plugin directory as it
+	// is first used: owned by the chat's own uid, and on a filesystem of
+	// its own that bounds its size. Nil leaves plain directories of the
+	// host user.
+	Provision Provisioner
+}
+
+// Provisioner prepares the directories sandboxes and plugins write to;
+// the runtime provides it. Both methods are called on every Ensure and
+// must be cheap once a directory is ready.
+type Provisioner interface {
+	// ProvideChatDir makes dir, an existing empty or prepared directory,
+	// ready as chatKey's directory of the given kind.
+	ProvideChatDir(kind Area, chatKey, dir string) error
+	// ProvidePluginDir makes dir ready as the plugin's private directory.
+	ProvidePluginDir(pluginKey, dir string) error
 }
 
 // NewLayout returns the layout of the data directory dir, made absolute.
@@ -36,8 +49,11 @@ func NewLayout(dir string) (Layout, error) {
 	if err != nil {
 		return Layout{}, fmt.Errorf("data dir %s: %w", dir, err)
 	}
-	return Layout{Root: abs, SandboxGID: -1}, nil
+	return Layout{Root: abs}, nil
 }
+
+// VolumesDir holds the filesystem images of chats and plugins.
+func (l Layout) VolumesDir() string { return filepath.Join(l.Root, "volumes") }
 
 // Database is the path of the embedded SQLite database.
 func (l Layout) Database() string { return filepath.Join(l.Root, "nekro.db") }
@@ -52,27 +68,31 @@ func (l Layout) UploadsDir(chatKey string) string {
 	return filepath.Join(l.Root, "uploads", SanitizeChatKey(chatKey))
 }
 
-// EnsureUploadsDir creates the chat's uploads directory readable by the
-// host user and the sandbox's group only (0750), and returns it. Other
-// host users can neither list nor read a chat's files.
+// EnsureUploadsDir creates the chat's uploads directory, mode 0700, and
+// has it provisioned (owned by the chat's uid where the sandbox runs as
+// one), and returns it. Other host users can neither list nor read a
+// chat's files.
 func (l Layout) EnsureUploadsDir(chatKey string) (string, error) {
-	dir := l.UploadsDir(chatKey)
+	return l.ensureChatDir(Uploads, chatKey, l.UploadsDir(chatKey))
+}
+
+// EnsureSharedDir is EnsureUploadsDir for the chat's sandbox's shared
+// directory.
+func (l Layout) EnsureSharedDir(chatKey string) (string, error) {
+	return l.ensureChatDir(Shared, chatKey, l.SharedDir(ContainerKey(chatKey)))
+}
+
+func (l Layout) ensureChatDir(kind Area, chatKey, dir string) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
-		return "", fmt.Errorf("uploads dir: %w", err)
+		return "", fmt.Errorf("%s: %w", kind, err)
 	}
-	if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", fmt.Errorf("uploads dir: %w", err)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("%s: %w", kind, err)
 	}
-	mode := os.FileMode(0o700)
-	if l.SandboxGID >= 0 {
-		if err := os.Chown(dir, -1, l.SandboxGID); err == nil {
-			mode = 0o750
-		} else {
-			mode = 0o755 // the sandbox must read it; better open than broken
+	if l.Provision != nil {
+		if err := l.Provision.ProvideChatDir(kind, chatKey, dir); err != nil {
+			return "", fmt.Errorf("%s of chat %q: %w", kind, chatKey, err)
 		}
-	}
-	if err := os.Chmod(dir, mode); err != nil {
-		return "", fmt.Errorf("uploads dir: %w", err)
 	}
 	return dir, nil
 }
@@ -168,6 +188,11 @@ func (l Layout) EnsurePluginDir(pluginKey string) (string, error) {
 	}
 	if !fi.IsDir() {
 		return "", fmt.Errorf("plugin %s: data dir %s is not a directory", pluginKey, dir)
+	}
+	if l.Provision != nil {
+		if err := l.Provision.ProvidePluginDir(pluginKey, dir); err != nil {
+			return "", fmt.Errorf("plugin %s: data dir: %w", pluginKey, err)
+		}
 	}
 	return dir, nil
 }

@@ -103,8 +103,23 @@ type Server struct {
 // Listen creates the socket at path and starts serving. Only the host user
 // can connect until the socket is handed to the sandbox's uid with Chown:
 // the path shows in the process table, so the mode is what keeps other
-// local users from calling methods as the run's chat.
+// local users from calling methods as the run's chat. Backends that can
+// hand the sandbox a descriptor use ListenPassed instead, which has no
+// path at all.
 func Listen(ctx context.Context, path string, cfg Config) (*Server, error) {
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("rpc listen %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("rpc socket permissions: %w", err)
+	}
+	return serve(ctx, ln, cfg), nil
+}
+
+// serve fills cfg's defaults and serves the connections ln accepts.
+func serve(ctx context.Context, ln net.Listener, cfg Config) *Server {
 	if cfg.MaxRequest <= 0 {
 		cfg.MaxRequest = DefaultMaxRequest
 	}
@@ -120,21 +135,13 @@ func Listen(ctx context.Context, path string, cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("rpc listen %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("rpc socket permissions: %w", err)
-	}
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Server{cfg: cfg, ln: ln, ctx: sctx, stop: stop, conns: map[net.Conn]struct{}{}}
 	// The run's context ends the calls too.
 	context.AfterFunc(ctx, stop)
 	s.wg.Add(1)
 	go s.accept()
-	return s, nil
+	return s
 }
 
 func (s *Server) accept() {

@@ -204,12 +204,9 @@ func (rt *Runtime) enforceSharedQuota(pr *preparedRun) string {
 // call: time for the caller to print the result and exit by itself.
 const agentGrace = 100 * time.Millisecond
 
-// release puts the code in place, binds the run's identity to its RPC
-// server and lets the sandbox run.
+// release binds the run's identity to its RPC
+// server and hands the sandbox the code.
 func (rt *Runtime) release(pr *preparedRun, req ExecRequest) error {
-	if err := os.WriteFile(filepath.Join(pr.dir, "main.py"), []byte(req.Code), 0o644); err != nil {
-		return fmt.Errorf("write main.py: %w", err)
-	}
 	env := &plugin.RunEnv{RunInfo: plugin.RunInfo{
 		RunID: pr.id, ChatKey: req.ChatKey, UserID: req.UserID, ContainerKey: pr.containerKey,
 	}}
@@ -221,7 +218,7 @@ func (rt *Runtime) release(pr *preparedRun, req ExecRequest) error {
 	}
 	env.FS = fsys
 	pr.srv.Bind(env, req.OnResult)
-	if err := pr.proc.Release(); err != nil {
+	if err := pr.proc.Release([]byte(req.Code)); err != nil {
 		return fmt.Errorf("run %s: %w", pr.id, err)
 	}
 	return nil

@@ -29,52 +29,62 @@ type preparedRun struct {
 	discardOnce  sync.Once
 }
 
-// prepare creates the run directory (stubs, socket) and starts the sandbox.
+// prepare starts a sandbox for chatKey, with its RPC server, ready for
+// code. Backends that take descriptors (bubblewrap) get the stubs and the
+// RPC control socket directly: nothing of the run exists on the host's
+// disk. Others (Docker) get a run directory with the stubs and a socket
+// owned by the chat's uid.
 func (rt *Runtime) prepare(chatKey string, limits sandbox.Limits) (*preparedRun, error) {
+	ctx := context.Background()
 	containerKey := files.ContainerKey(chatKey)
-	uploads, shared, err := rt.ensureChatDirs(chatKey, containerKey)
+	uid, gid, err := rt.chatUID(ctx, chatKey)
+	if err != nil {
+		return nil, err
+	}
+	uploads, err := rt.layout.EnsureUploadsDir(chatKey)
+	if err != nil {
+		return nil, err
+	}
+	shared, err := rt.layout.EnsureSharedDir(chatKey)
 	if err != nil {
 		return nil, err
 	}
 	pr := &preparedRun{id: newRunID(), chatKey: chatKey, containerKey: containerKey, limits: limits,
 		methods: rt.registry.Methods()}
-	pr.dir = filepath.Join(rt.runsDir, pr.id)
-	if err := os.Mkdir(pr.dir, 0o755); err != nil {
-		return nil, fmt.Errorf("run dir: %w", err)
-	}
 	apiCaller, err := stub.APICaller(pr.methods)
 	if err != nil {
-		os.RemoveAll(pr.dir)
 		return nil, err
 	}
-	for name, content := range map[string][]byte{
+	runFiles := map[string][]byte{
 		"boot.py":       stub.Boot(),
 		"api_caller.py": apiCaller,
 		"chat_key":      []byte(chatKey),
-	} {
-		if err := os.WriteFile(filepath.Join(pr.dir, name), content, 0o644); err != nil {
-			os.RemoveAll(pr.dir)
-			return nil, fmt.Errorf("write %s: %w", name, err)
-		}
 	}
-	pr.srv, err = rpc.Listen(context.Background(), filepath.Join(pr.dir, "rpc.sock"), rpc.Config{
+	cfg := rpc.Config{
 		Methods:     runMethods{rt: rt, allowed: pr.methods},
 		CallTimeout: rt.cfg.CallTimeout,
 		Log:         rt.log.With("run", pr.id, "chat", chatKey),
-	})
-	if err != nil {
-		os.RemoveAll(pr.dir)
+	}
+	spec := sandbox.Spec{SharedDir: shared, UploadsDir: uploads, UID: uid, GID: gid, Limits: limits}
+	if cp, ok := rt.runner.(sandbox.ConnPasser); ok && cp.PassesConn() {
+		var conn *os.File
+		if pr.srv, conn, err = rpc.ListenPassed(ctx, cfg); err != nil {
+			return nil, err
+		}
+		spec.Conn, spec.Files = conn, runFiles
+		pr.proc, err = rt.runner.Start(spec)
+		conn.Close() // the sandbox holds it now
+		if err != nil {
+			pr.srv.Close()
+			return nil, err
+		}
+		return pr, nil
+	}
+	if err := rt.prepareRunDir(pr, runFiles, cfg, uid, gid); err != nil {
 		return nil, err
 	}
-	if rt.sandboxUID >= 0 {
-		if err := pr.srv.Chown(rt.sandboxUID, rt.sandboxGID); err != nil {
-			pr.srv.Close()
-			os.RemoveAll(pr.dir)
-			return nil, fmt.Errorf("%w (the sandbox uid %d must own its run's socket: run nekro as root, or use the bwrap backend as your own user)", err, rt.sandboxUID)
-		}
-	}
-	pr.proc, err = rt.runner.Start(sandbox.Spec{RunDir: pr.dir, SharedDir: shared, UploadsDir: uploads, Limits: limits})
-	if err != nil {
+	spec.RunDir = pr.dir
+	if pr.proc, err = rt.runner.Start(spec); err != nil {
 		pr.srv.Close()
 		os.RemoveAll(pr.dir)
 		return nil, err
@@ -82,12 +92,51 @@ func (rt *Runtime) prepare(chatKey string, limits sandbox.Limits) (*preparedRun,
 	return pr, nil
 }
 
-// discard ends the sandbox and removes the run directory.
+// prepareRunDir writes the run's files into a directory of its own and
+// listens on its socket there, both given to the chat's uid (mode 0700 and
+// 0600): other host users and other chats cannot connect to it.
+func (rt *Runtime) prepareRunDir(pr *preparedRun, runFiles map[string][]byte, cfg rpc.Config, uid, gid int) error {
+	pr.dir = filepath.Join(rt.runsDir, pr.id)
+	if err := os.Mkdir(pr.dir, 0o700); err != nil {
+		return fmt.Errorf("run dir: %w", err)
+	}
+	fail := func(err error) error {
+		if pr.srv != nil {
+			pr.srv.Close()
+		}
+		os.RemoveAll(pr.dir)
+		return err
+	}
+	for name, content := range runFiles {
+		if err := os.WriteFile(filepath.Join(pr.dir, name), content, 0o644); err != nil {
+			return fail(fmt.Errorf("write %s: %w", name, err))
+		}
+	}
+	var err error
+	if pr.srv, err = rpc.Listen(context.Background(), filepath.Join(pr.dir, "rpc.sock"), cfg); err != nil {
+		return fail(err)
+	}
+	if uid >= 0 {
+		if err := pr.srv.Chown(uid, gid); err != nil {
+			return fail(fmt.Errorf("%w (the chat's uid %d must own its run's socket: run nekro as root, or use the bwrap backend as your own user)", err, uid))
+		}
+		if err := os.Chown(pr.dir, uid, gid); err != nil {
+			return fail(fmt.Errorf("run dir: %w", err))
+		}
+	} else if err := os.Chmod(pr.dir, 0o755); err != nil {
+		return fail(fmt.Errorf("run dir: %w", err))
+	}
+	return nil
+}
+
+// discard ends the sandbox and removes the run directory, if any.
 func (pr *preparedRun) discard() {
 	pr.discardOnce.Do(func() {
 		pr.proc.Kill()
 		pr.srv.Close()
-		os.RemoveAll(pr.dir)
+		if pr.dir != "" {
+			os.RemoveAll(pr.dir)
+		}
 	})
 }
 

@@ -5,7 +5,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -22,6 +21,7 @@ import (
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/internal/sandbox/bwrap"
 	"github.com/nekro-go/nekro/internal/sandbox/docker"
+	"github.com/nekro-go/nekro/internal/uids"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -50,10 +50,21 @@ type Config struct {
 	// for this long, as the reference does after 30 minutes. Zero keeps
 	// the files (one-shot commands); nekro serve sets 30 minutes.
 	SharedIdle time.Duration
-	// SharedQuota bounds a sandbox's /app/shared: a run that leaves more
-	// there gets it emptied, with a note in its result. Default 1 GiB;
-	// files are also capped one by one (Limits.FileBytes).
+	// SharedQuota bounds each of a chat's /app/shared and /app/uploads:
+	// each lives on a filesystem of this size, so a write past it fails
+	// with ENOSPC while the code writes (see package volume). Where
+	// volumes are unavailable, a run that leaves more in /app/shared gets
+	// it emptied afterwards, with a note. Default DefaultSharedQuota.
 	SharedQuota int64
+	// SharedInodes bounds the files and directories of each of those
+	// filesystems; default DefaultSharedInodes.
+	SharedInodes int64
+	// PluginDataQuota bounds each plugin's data directory the same way;
+	// default DefaultPluginDataQuota.
+	PluginDataQuota int64
+	// SandboxUIDs is the range each chat's own sandbox uid comes from
+	// when nekro runs as root; zero means uids.DefaultRange.
+	SandboxUIDs uids.Range
 	// Sandbox names the backend: "bwrap" (default) or "docker".
 	Sandbox string
 	// DockerImage is the image of the docker backend; default nekro-sandbox.
@@ -74,6 +85,13 @@ type Config struct {
 	Log *slog.Logger
 }
 
+// Defaults of the disk a chat and a plugin may take.
+const (
+	DefaultSharedQuota     = 1 << 30
+	DefaultSharedInodes    = 100000
+	DefaultPluginDataQuota = 1 << 30
+)
+
 // Runtime is an open nekro instance.
 type Runtime struct {
 	cfg      Config
@@ -82,15 +100,14 @@ type Runtime struct {
 	runner   sandbox.Runner
 	log      *slog.Logger
 	runSlots chan struct{}
-	// sandboxUID owns sandbox-writable directories; -1 when the sandbox
-	// acts as the host's own uid.
-	sandboxUID, sandboxGID int
-	runsDir                string   // this process's run directories
-	spares                 *spares  // nil unless Config.WarmSpares
-	janitor                *janitor // nil unless Config.SharedIdle
-	store                  *kv.Store
-	db                     db.Handle // shared by the KV store and the chat service
-	bg                     sync.WaitGroup
+	runsDir   string   // this process's run directories (Docker)
+	spares    *spares  // nil unless Config.WarmSpares
+	janitor   *janitor // nil unless Config.SharedIdle
+	store     *kv.Store
+	db        db.Handle       // shared by the KV store and the chat service
+	uids      *uids.Allocator // nil when sandboxes run as nekro's own uid
+	provision *provisioner
+	bg        sync.WaitGroup
 }
 
 // Open prepares the data directory, checks the plugins and runs their init
@@ -103,7 +120,13 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		cfg.Log = slog.Default()
 	}
 	if cfg.SharedQuota <= 0 {
-		cfg.SharedQuota = 1 << 30
+		cfg.SharedQuota = DefaultSharedQuota
+	}
+	if cfg.SharedInodes <= 0 {
+		cfg.SharedInodes = DefaultSharedInodes
+	}
+	if cfg.PluginDataQuota <= 0 {
+		cfg.PluginDataQuota = DefaultPluginDataQuota
 	}
 	if cfg.MaxConcurrentRuns <= 0 {
 		cfg.MaxConcurrentRuns = 8
@@ -122,7 +145,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, fmt.Errorf("plugins: %w", err)
 	}
 	rt := &Runtime{cfg: cfg, layout: layout, registry: reg, log: cfg.Log,
-		runSlots: make(chan struct{}, cfg.MaxConcurrentRuns), sandboxUID: -1, sandboxGID: -1}
+		runSlots: make(chan struct{}, cfg.MaxConcurrentRuns)}
 	rt.runner = cfg.Runner
 	if rt.runner == nil {
 		switch cfg.Sandbox {
@@ -144,10 +167,6 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 			cfg.Log.Warn("cannot remove sandboxes left by killed hosts", "err", err)
 		}
 	}
-	if o, ok := rt.runner.(sandbox.Owner); ok {
-		rt.sandboxUID, rt.sandboxGID = o.SandboxUID()
-	}
-	rt.layout.SandboxGID = rt.sandboxGID
 	if err := rt.prepareDataDir(); err != nil {
 		return nil, err
 	}
@@ -163,6 +182,21 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err := rt.openStore(ctx); err != nil {
 		return nil, err
 	}
+	if o, ok := rt.runner.(sandbox.Owner); ok {
+		if uid, _ := o.SandboxUID(); uid >= 0 {
+			rng := cfg.SandboxUIDs
+			if rng == (uids.Range{}) {
+				rng = uids.DefaultRange
+			}
+			if rt.uids, err = uids.Open(ctx, rt.db, rng); err != nil {
+				rt.store.Close(ctx)
+				rt.db.Close()
+				return nil, err
+			}
+		}
+	}
+	rt.provision = newProvisioner(rt)
+	rt.layout.Provision = rt.provision
 	if cfg.SharedIdle > 0 {
 		rt.janitor = newJanitor(rt, cfg.SharedIdle)
 	}
@@ -185,6 +219,10 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	rt.registry.Cleanup(ctx)
 	if c, ok := rt.runner.(interface{ Close() error }); ok {
 		c.Close()
+	}
+	rt.provision.close()
+	if rt.uids != nil {
+		rt.uids.Close()
 	}
 	if err := rt.store.Close(ctx); err != nil {
 		rt.log.Error("close kv store", "err", err)
@@ -253,24 +291,6 @@ func (rt *Runtime) prepareDataDir() error {
 		}
 	}
 	return nil
-}
-
-// ensureChatDirs creates the chat's uploads directory and the sandbox's
-// shared directory, the latter owned by the sandbox user.
-func (rt *Runtime) ensureChatDirs(chatKey, containerKey string) (uploads, shared string, err error) {
-	shared = rt.layout.SharedDir(containerKey)
-	if uploads, err = rt.layout.EnsureUploadsDir(chatKey); err != nil {
-		return "", "", err
-	}
-	if err := os.Mkdir(shared, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return "", "", fmt.Errorf("shared dir: %w", err)
-	}
-	if rt.sandboxUID >= 0 {
-		if err := os.Chown(shared, rt.sandboxUID, rt.sandboxGID); err != nil {
-			return "", "", fmt.Errorf("shared dir: %w", err)
-		}
-	}
-	return uploads, shared, nil
 }
 
 // hostServices is what a plugin sees of the runtime outside a run.

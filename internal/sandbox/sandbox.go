@@ -7,21 +7,45 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"time"
 
 	"github.com/nekro-go/nekro/plugin"
 )
 
-// Spec is one run: which directories the sandbox sees and its limits.
-// Backends mount RunDir read-only at /app/.nekro, SharedDir read-write at
-// /app/shared and UploadsDir read-only at /app/uploads, start Python on
-// /app/.nekro/boot.py with /app as working directory, and see nothing else
-// of the host's data.
+// Spec is one run: which directories the sandbox sees, who it runs as and
+// its limits. Backends start Python on /app/.nekro/boot.py with /app as
+// working directory, mount SharedDir read-write at /app/shared and
+// UploadsDir read-only at /app/uploads, and show nothing else of the
+// host's data.
 type Spec struct {
-	RunDir     string
+	// Files are placed read-only in /app/.nekro by name (boot.py,
+	// api_caller.py, chat_key), copied in so that no host path shows in
+	// the sandbox. Backends that cannot copy files in (see ConnPasser) get
+	// RunDir instead.
+	Files map[string][]byte
+	// RunDir, for backends that are not ConnPassers, is a host directory
+	// holding Files and the run's socket (rpc.sock), mounted read-only at
+	// /app/.nekro.
+	RunDir string
+	// Conn is the sandbox's end of the run's RPC control socket (see
+	// rpc.ListenPassed), handed to the sandbox as a descriptor by
+	// ConnPassers. The caller closes its copy once Start returns.
+	Conn       *os.File
 	SharedDir  string
 	UploadsDir string
-	Limits     Limits
+	// UID and GID the sandbox runs as, a chat's own; -1 takes the
+	// backend's default. Ignored where the host cannot switch uids.
+	UID, GID int
+	Limits   Limits
+}
+
+// ConnPasser is implemented by backends that start the sandbox as their
+// own child and so can hand it descriptors and files: the run then needs
+// no directory or socket on the host that anything could reach by path.
+type ConnPasser interface {
+	PassesConn() bool
 }
 
 // Limits bound one run.
@@ -99,11 +123,13 @@ type Runner interface {
 	Check(ctx context.Context) error
 }
 
-// Owner is implemented by runners whose sandboxes act as one host uid:
-// directories the sandbox writes (its /app/shared) must belong to it.
+// Owner is implemented by runners whose sandboxes run as another host uid
+// than nekro's: each chat then gets its own (Spec.UID), and the
+// directories its sandbox reads and writes belong to it.
 type Owner interface {
-	// SandboxUID returns that uid and gid, or -1, -1 when the sandbox acts
-	// as the host process's own uid.
+	// SandboxUID returns the default uid and gid, or -1, -1 when the
+	// sandbox can only act as the host process's own uid (nekro is not
+	// root).
 	SandboxUID() (uid, gid int)
 }
 
@@ -123,8 +149,8 @@ type Sweeper interface {
 
 // Process is a started sandbox.
 type Process interface {
-	// Release lets the code run; the run's main.py must be in place.
-	Release() error
+	// Release hands the sandbox the code and lets it run.
+	Release(code []byte) error
 	// Wait waits for the run to end, killing its whole process tree when
 	// timeout (counted from Release) passes or ctx ends.
 	Wait(ctx context.Context, timeout time.Duration) (*Outcome, error)
@@ -139,13 +165,13 @@ type Preparer interface {
 	Prepare() error
 }
 
-// Run starts spec on r, releases it at once and waits for it.
-func Run(ctx context.Context, r Runner, spec Spec) (*Outcome, error) {
+// Run starts spec on r, releases it at once with code and waits for it.
+func Run(ctx context.Context, r Runner, spec Spec, code []byte) (*Outcome, error) {
 	p, err := r.Start(spec)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.Release(); err != nil {
+	if err := p.Release(code); err != nil {
 		p.Kill()
 		return nil, err
 	}
@@ -219,4 +245,14 @@ func DecideStop(o *Outcome, ending plugin.MethodType) (StopType, string) {
 		return Error, "the interpreter was killed by a signal (out of memory?)"
 	}
 	return Error, ""
+}
+
+// WriteRelease writes what releases a waiting boot.py: the byte '1', then
+// the code, which boot.py reads until the end of the stream. The caller
+// closes w after it. The code never touches the host's disk.
+func WriteRelease(w io.Writer, code []byte) error {
+	buf := make([]byte, 0, 1+len(code))
+	buf = append(append(buf, '1'), code...)
+	_, err := w.Write(buf)
+	return err
 }

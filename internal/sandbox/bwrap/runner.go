@@ -15,13 +15,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/internal/sandbox/cgroup"
+	// SECCOMP-IMPORT
 )
 
 // Runner is the bubblewrap backend of sandbox.Runner.
@@ -35,6 +39,11 @@ type Runner struct {
 	Cgroups *cgroup.Manager
 	// CgroupsErr says why Cgroups is nil, for `nekro doctor`.
 	CgroupsErr error
+	// Seccomp is the classic BPF program every sandbox is started under
+	// (see package seccomp); nil runs without one.
+	Seccomp []byte
+	// SeccompErr says why Seccomp is nil, for `nekro doctor`.
+	SeccompErr error
 
 	removing sync.WaitGroup // groups being removed after their runs
 }
@@ -53,6 +62,7 @@ func New(python string) *Runner {
 	}
 	r := &Runner{Python: python, UID: 65534, GID: 65534}
 	r.Cgroups, r.CgroupsErr = cgroup.Detect()
+	// SECCOMP-WIRE r.Seccomp, r.SeccompErr = seccomp.Filter()
 	return r
 }
 
@@ -116,26 +126,60 @@ func (r *Runner) Check(ctx context.Context) error {
 	cmd := exec.CommandContext(ctx, bw, "--unshare-all", "--ro-bind", "/usr", "/usr",
 		"--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
 		"--proc", "/proc", "--dev", "/dev", r.Python, "-c", "pass")
-	cmd.SysProcAttr = r.sysProcAttr()
+	cmd.SysProcAttr = r.sysProcAttr(-1, -1)
+	cmd.Env = bwrapEnv
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("bwrap cannot start a sandbox here: %v: %s (user namespaces disabled? see kernel.unprivileged_userns_clone)", err, out)
 	}
 	return nil
 }
 
-func (r *Runner) sysProcAttr() *syscall.SysProcAttr {
+func (r *Runner) sysProcAttr(uid, gid int) *syscall.SysProcAttr {
 	a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if uid, gid := r.SandboxUID(); uid >= 0 {
+	if def, defGID := r.SandboxUID(); def >= 0 {
+		if uid < 0 {
+			uid, gid = def, defGID
+		}
 		a.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
 	}
 	return a
+}
+
+// bwrapEnv is bwrap's whole environment. bwrap keeps the environment it
+// was started with (--clearenv clears only the sandboxed command's), so
+// it must never be nekro's: that holds API keys and database URLs.
+var bwrapEnv = []string{"PATH=/usr/bin:/bin"}
+
+// Descriptors the sandbox starts with. boot.py knows 3, 4 and 5; bwrap
+// reads and closes the seccomp program and the files.
+const (
+	fdRelease = 3 // boot.py waits on it for the release, then reads the code
+	fdReady   = 4 // boot.py writes a byte once it waits
+	fdConn    = 5 // the run's RPC control socket (Spec.Conn)
+	fdSeccomp = 6 // the seccomp program, when there is one
+	fdFiles   = 7 // Spec.Files, in name order
+)
+
+// fileNames returns spec.Files' names in the order their descriptors
+// follow fdFiles.
+func fileNames(spec sandbox.Spec) []string {
+	names := make([]string, 0, len(spec.Files))
+	for n := range spec.Files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // Args returns the bwrap command line for spec (without the bwrap path).
 func (r *Runner) Args(spec sandbox.Spec) []string {
 	l := spec.Limits.WithDefaults()
 	a := []string{
-		"--unshare-all", "--die-with-parent", "--new-session",
+		// --as-pid-1: the code's interpreter is the namespace's PID 1, so
+		// no bwrap process (whose command line names host paths) is
+		// visible inside; --disable-userns: no nested user namespace.
+		"--unshare-all", "--unshare-user", "--disable-userns", "--as-pid-1",
+		"--die-with-parent", "--new-session",
 		"--clearenv",
 		"--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
 		"--setenv", "HOME", "/tmp",
@@ -159,11 +203,17 @@ func (r *Runner) Args(spec sandbox.Spec) []string {
 		"--dir", "/app",
 		"--bind", spec.SharedDir, "/app/shared",
 		"--ro-bind", spec.UploadsDir, "/app/uploads",
-		"--ro-bind", spec.RunDir, "/app/.nekro",
-		"--chdir", "/app",
-		"--cap-drop", "ALL",
-		"--remount-ro", "/",
 	}
+	if spec.RunDir != "" {
+		a = append(a, "--ro-bind", spec.RunDir, "/app/.nekro")
+	}
+	for i, name := range fileNames(spec) {
+		a = append(a, "--ro-bind-data", strconv.Itoa(fdFiles+i), "/app/.nekro/"+name)
+	}
+	if len(r.Seccomp) > 0 {
+		a = append(a, "--seccomp", strconv.Itoa(fdSeccomp))
+	}
+	a = append(a, "--chdir", "/app", "--cap-drop", "ALL", "--remount-ro", "/")
 	if l.Network {
 		// --share-net after --unshare-all keeps the host's network namespace.
 		a = append([]string{"--unshare-all", "--share-net",
@@ -172,13 +222,43 @@ func (r *Runner) Args(spec sandbox.Spec) []string {
 	}
 	// boot.py lowers RLIMIT_AS, FSIZE, NPROC, NOFILE and CORE before the
 	// AI's code runs; they bind everything the code starts.
+	conn := -1
+	if spec.Conn != nil {
+		conn = fdConn
+	}
 	return append(a, r.Python, "-I", "-B", "-u", "/app/.nekro/boot.py",
-		strconv.FormatInt(l.MemoryBytes, 10), strconv.FormatInt(l.FileBytes, 10), strconv.Itoa(l.Processes), "3", "4")
+		strconv.FormatInt(l.MemoryBytes, 10), strconv.FormatInt(l.FileBytes, 10), strconv.Itoa(l.Processes),
+		strconv.Itoa(fdRelease), strconv.Itoa(fdReady), strconv.Itoa(conn))
 }
 
-// Run runs spec and waits for it to end.
-func (r *Runner) Run(ctx context.Context, spec sandbox.Spec) (*sandbox.Outcome, error) {
-	return sandbox.Run(ctx, r, spec)
+// PassesConn reports that this backend hands the sandbox Spec.Conn and
+// Spec.Files as descriptors.
+func (r *Runner) PassesConn() bool { return true }
+
+var _ sandbox.ConnPasser = (*Runner)(nil)
+
+// Run runs spec with code and waits for it to end.
+func (r *Runner) Run(ctx context.Context, spec sandbox.Spec, code []byte) (*sandbox.Outcome, error) {
+	return sandbox.Run(ctx, r, spec, code)
+}
+
+// memFile returns a sealed-size in-memory file holding b, read from its
+// start: how bwrap receives the seccomp program and the run's files.
+func memFile(name string, b []byte) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("memfd %s: %w", name, err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("memfd %s: %w", name, err)
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("memfd %s: %w", name, err)
+	}
+	return f, nil
 }
 
 // Start launches the sandbox: bwrap sets up the namespaces, Python starts,
@@ -190,41 +270,66 @@ func (r *Runner) Start(spec sandbox.Spec) (sandbox.Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	var parentEnds, childEnds []*os.File // closed here after the start
+	defer func() {
+		for _, f := range childEnds {
+			f.Close()
+		}
+	}()
+	fail := func(err error) (sandbox.Process, error) {
+		for _, f := range parentEnds {
+			f.Close()
+		}
+		return nil, err
+	}
 	goR, goW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("sandbox release pipe: %w", err)
 	}
+	childEnds, parentEnds = append(childEnds, goR), append(parentEnds, goW)
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
-		goR.Close()
-		goW.Close()
-		return nil, fmt.Errorf("sandbox ready pipe: %w", err)
+		return fail(fmt.Errorf("sandbox ready pipe: %w", err))
+	}
+	childEnds, parentEnds = append(childEnds, readyW), append(parentEnds, readyR)
+	// ExtraFiles[i] is descriptor 3+i in the sandbox; a nil entry leaves
+	// that number closed.
+	extra := []*os.File{goR, readyW, spec.Conn, nil}
+	if len(r.Seccomp) > 0 {
+		f, err := memFile("nekro-seccomp", r.Seccomp)
+		if err != nil {
+			return fail(err)
+		}
+		childEnds = append(childEnds, f)
+		extra[fdSeccomp-3] = f
+	}
+	for _, name := range fileNames(spec) {
+		f, err := memFile("nekro-"+name, spec.Files[name])
+		if err != nil {
+			return fail(err)
+		}
+		childEnds = append(childEnds, f)
+		extra = append(extra, f)
 	}
 	cmd := exec.Command(bw, r.Args(spec)...)
-	// fd 3: boot.py waits on it for the release; fd 4: it says it waits.
-	cmd.ExtraFiles = []*os.File{goR, readyW}
-	cmd.SysProcAttr = r.sysProcAttr()
+	cmd.ExtraFiles = extra
+	cmd.SysProcAttr = r.sysProcAttr(spec.UID, spec.GID)
+	cmd.Env = bwrapEnv
 	cmd.Dir = "/"
 	var group *cgroup.Group
 	if r.Cgroups != nil {
 		var b [8]byte
 		rand.Read(b[:])
 		if group, err = r.Cgroups.New("run-"+hex.EncodeToString(b[:]), l.MemoryBytes, l.Processes); err != nil {
-			goR.Close()
-			goW.Close()
-			return nil, err
+			return fail(err)
 		}
 	}
 	proc, err := sandbox.StartProc(cmd, l.OutputBytes)
-	goR.Close()
-	readyW.Close()
 	if err != nil {
-		goW.Close()
-		readyR.Close()
 		if group != nil {
 			group.Remove()
 		}
-		return nil, err
+		return fail(err)
 	}
 	p := &process{Proc: proc, release: goW, ready: readyR, group: group, memory: l.MemoryBytes, removing: &r.removing}
 	if group != nil {
@@ -279,12 +384,12 @@ func (p *process) Prepare() error {
 	return p.prepareErr
 }
 
-func (p *process) Release() error {
+func (p *process) Release(code []byte) error {
 	if err := p.Prepare(); err != nil {
 		return fmt.Errorf("release sandbox: %w", err)
 	}
 	p.MarkReleased()
-	_, err := p.release.Write([]byte{'1'})
+	err := sandbox.WriteRelease(p.release, code)
 	p.release.Close()
 	if err != nil {
 		return fmt.Errorf("release sandbox: %w (did it die while waiting?)", err)

@@ -85,11 +85,15 @@ func (r *Runner) Check(ctx context.Context) error {
 // Args returns the `docker run` arguments for spec and container name.
 func (r *Runner) Args(spec sandbox.Spec, name string) []string {
 	l := spec.Limits.WithDefaults()
+	uid, gid := spec.UID, spec.GID
+	if uid < 0 {
+		uid, gid = r.UID, r.GID
+	}
 	a := []string{"run", "--rm", "-i", "--name", name,
 		"--label", "nekro.sandbox=1", "--label", "nekro.host=" + hostLabel(),
 		"--read-only",
 		"--tmpfs", fmt.Sprintf("/tmp:rw,nosuid,nodev,size=%d,mode=1777", l.TmpBytes),
-		"--user", fmt.Sprintf("%d:%d", r.UID, r.GID),
+		"--user", fmt.Sprintf("%d:%d", uid, gid),
 		"--cap-drop", "ALL", "--security-opt", "no-new-privileges",
 		"--pids-limit", strconv.Itoa(l.Processes),
 		"--memory", strconv.FormatInt(l.MemoryBytes, 10), "--memory-swap", strconv.FormatInt(l.MemoryBytes, 10),
@@ -146,9 +150,9 @@ func (r *Runner) Sweep(ctx context.Context) error {
 	return nil
 }
 
-// Run runs spec and waits for it to end.
-func (r *Runner) Run(ctx context.Context, spec sandbox.Spec) (*sandbox.Outcome, error) {
-	return sandbox.Run(ctx, r, spec)
+// Run runs spec with code and waits for it to end.
+func (r *Runner) Run(ctx context.Context, spec sandbox.Spec, code []byte) (*sandbox.Outcome, error) {
+	return sandbox.Run(ctx, r, spec, code)
 }
 
 // Start creates and starts the container; Python loads the stubs and
@@ -178,9 +182,11 @@ type process struct {
 	stdin io.WriteCloser
 }
 
-func (p *process) Release() error {
+func (p *process) Release(code []byte) error {
 	p.MarkReleased()
-	if _, err := p.stdin.Write([]byte{'1'}); err != nil {
+	err := sandbox.WriteRelease(p.stdin, code)
+	p.stdin.Close()
+	if err != nil {
 		return fmt.Errorf("release sandbox: %w (did the container die while waiting?)", err)
 	}
 	return nil

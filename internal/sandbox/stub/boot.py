@@ -3,10 +3,14 @@
 # as __main__ with the stubs and _ck in its globals. It imports as little
 # as it can: every module here is paid by every run.
 #
-# argv: boot.py MEMORY_BYTES FILE_BYTES PROCESSES RELEASE_FD [READY_FD]
-# RELEASE_FD is 3 (bubblewrap passes a pipe) or 0 (Docker: stdin). When
-# READY_FD is given, boot.py writes one byte to it once it waits for the
-# release, so the host knows every process of the run exists.
+# argv: boot.py MEMORY_BYTES FILE_BYTES PROCESSES RELEASE_FD [READY_FD [CONN_FD]]
+# RELEASE_FD is 3 (bubblewrap passes a pipe) or 0 (Docker: stdin): the host
+# writes the byte "1" and then the code, and closes it. When READY_FD is
+# given (not -1), boot.py writes one byte to it once it waits for the
+# release, so the host knows every process of the run exists. CONN_FD, when
+# given (not -1), is the run's RPC control socket (rpc.ListenPassed); without
+# it the stubs connect to /app/.nekro/rpc.sock. Every other descriptor is
+# closed before the code runs: the code sees only what the host handed it.
 import sys
 
 
@@ -47,11 +51,13 @@ def _short_traceback(exc, src, filename):
 def _run():
     release_fd = int(sys.argv[4])
     ready_fd = int(sys.argv[5]) if len(sys.argv) > 5 else -1
+    conn_fd = int(sys.argv[6]) if len(sys.argv) > 6 else -1
     _limit()
     sys.path.insert(0, "/app/.nekro")
-    import api_caller  # noqa: F401
+    import api_caller
 
     sys.path.remove("/app/.nekro")
+    api_caller._CONN_FD = conn_fd
     # Ready: wait until the host releases the run (fd 3). A warm spare waits
     # here until a run claims it; the code is in place once released.
     import os
@@ -60,18 +66,27 @@ def _run():
         os.write(ready_fd, b"r")
         os.close(ready_fd)
     released = os.read(release_fd, 1)
+    if released != b"1":
+        os._exit(0)  # the host discarded this sandbox
+    chunks = []
+    while True:
+        b = os.read(release_fd, 1 << 16)
+        if not b:
+            break
+        chunks.append(b)
+    src = b"".join(chunks).decode("utf-8", "replace")
     if release_fd == 0:
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
+    # Only stdin, stdout, stderr and the RPC control socket stay open.
+    if conn_fd >= 3:
+        os.closerange(3, conn_fd)
+        os.closerange(conn_fd + 1, 1 << 20)
     else:
-        os.close(release_fd)
-    if released != b"1":
-        os._exit(0)  # the host discarded this sandbox
+        os.closerange(3, 1 << 20)
     with open("/app/.nekro/chat_key", encoding="utf-8") as f:
         chat_key = f.read()
-    with open("/app/.nekro/main.py", encoding="utf-8") as f:
-        src = f.read()
     filename = "main.py"
     g = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
     exec("from api_caller import *", g)

@@ -1,0 +1,178 @@
+// Package uids gives each chat its own host uid for its sandboxes, from a
+// range the operator sets, and remembers it in the database: a chat keeps
+// its uid across restarts, and hosts sharing one PostgreSQL database agree
+// on it. With one uid per chat, a chat's sandbox can read and write only
+// its own directories, and a process of one chat cannot connect to, signal
+// or trace another chat's.
+package uids
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/nekro-go/nekro/internal/db"
+)
+
+// DefaultRange is where chat uids come from unless the operator says
+// otherwise: far above system uids (< 1000), login users (< 60000),
+// nobody (65534) and the subordinate ranges useradd hands out for
+// user namespaces (from 100000 up, 65536 per user).
+var DefaultRange = Range{First: 1_000_000_000, Last: 1_000_999_999}
+
+// Range is an inclusive range of host uids; each chat's gid equals its uid.
+type Range struct{ First, Last int }
+
+// ParseRange reads "FIRST-LAST", e.g. "1000000000-1000999999".
+func ParseRange(s string) (Range, error) {
+	a, b, ok := strings.Cut(strings.TrimSpace(s), "-")
+	first, err1 := strconv.Atoi(strings.TrimSpace(a))
+	last, err2 := strconv.Atoi(strings.TrimSpace(b))
+	r := Range{first, last}
+	if !ok || err1 != nil || err2 != nil {
+		return Range{}, fmt.Errorf("uid range %q is not FIRST-LAST, e.g. %s", s, DefaultRange)
+	}
+	return r, r.Check()
+}
+
+// Check refuses ranges that reach system or common user uids.
+func (r Range) Check() error {
+	switch {
+	case r.First > r.Last:
+		return fmt.Errorf("uid range %s is empty", r)
+	case r.First < 100000:
+		return fmt.Errorf("uid range %s starts below 100000, among system and login uids", r)
+	case r.Last >= 1<<31-1:
+		return fmt.Errorf("uid range %s ends past 2147483646", r)
+	}
+	return nil
+}
+
+func (r Range) String() string { return fmt.Sprintf("%d-%d", r.First, r.Last) }
+
+const component = "sandbox_uids"
+
+// One migration list serves both databases: the SQL is the same.
+var migrations = []db.Migration{{
+	Version: 1, Name: "create sandbox_uids",
+	SQL: `CREATE TABLE sandbox_uids (
+	chat_key TEXT   NOT NULL PRIMARY KEY,
+	uid      BIGINT NOT NULL UNIQUE
+)`,
+}}
+
+// Allocator hands out chat uids.
+type Allocator struct {
+	w     *sql.DB
+	owns  bool
+	rng   Range
+	mu    sync.Mutex
+	cache map[string]int
+}
+
+// Open migrates the table on h and returns an allocator over rng.
+func Open(ctx context.Context, h db.Handle, rng Range) (*Allocator, error) {
+	if err := rng.Check(); err != nil {
+		return nil, err
+	}
+	a := &Allocator{rng: rng, cache: map[string]int{}}
+	switch {
+	case h.SQLite != nil:
+		if err := db.MigrateSQLite(ctx, h.SQLite, component, migrations); err != nil {
+			return nil, fmt.Errorf("sandbox uids: %w", err)
+		}
+		a.w = h.SQLite.Write
+	case h.Postgres != nil:
+		if err := db.MigratePostgres(ctx, h.Postgres, component, migrations); err != nil {
+			return nil, fmt.Errorf("sandbox uids: %w", err)
+		}
+		a.w, a.owns = stdlib.OpenDBFromPool(h.Postgres), true
+	default:
+		return nil, errors.New("sandbox uids: no database")
+	}
+	return a, nil
+}
+
+// Close releases the allocator's own handle; the database stays open.
+func (a *Allocator) Close() error {
+	if a.owns {
+		return a.w.Close()
+	}
+	return nil
+}
+
+// Range returns the range uids come from.
+func (a *Allocator) Range() Range { return a.rng }
+
+// UID returns chatKey's uid, allocating the lowest free one of the range
+// on first use (or when the chat's recorded uid lies outside the current
+// range, after the operator moved it).
+func (a *Allocator) UID(ctx context.Context, chatKey string) (int, error) {
+	a.mu.Lock()
+	uid, ok := a.cache[chatKey]
+	a.mu.Unlock()
+	if ok {
+		return uid, nil
+	}
+	var err error
+	// Two hosts allocating at once may pick the same free uid: the UNIQUE
+	// constraint refuses the second, which then tries again.
+	for attempt := 0; attempt < 5; attempt++ {
+		if uid, err = a.allocate(ctx, chatKey); err == nil {
+			a.mu.Lock()
+			a.cache[chatKey] = uid
+			a.mu.Unlock()
+			return uid, nil
+		}
+		if errors.Is(err, errExhausted) || ctx.Err() != nil {
+			break
+		}
+	}
+	return 0, fmt.Errorf("uid for chat %q: %w", chatKey, err)
+}
+
+var errExhausted = errors.New("every uid of the range is taken")
+
+func (a *Allocator) allocate(ctx context.Context, chatKey string) (int, error) {
+	tx, err := a.w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	var uid int
+	err = tx.QueryRowContext(ctx, `SELECT uid FROM sandbox_uids WHERE chat_key = $1`, chatKey).Scan(&uid)
+	switch {
+	case err == nil && uid >= a.rng.First && uid <= a.rng.Last:
+		return uid, tx.Commit()
+	case err != nil && !errors.Is(err, sql.ErrNoRows):
+		return 0, err
+	}
+	// The lowest free uid: the range's first, or one past a taken uid
+	// whose successor is free.
+	var free sql.NullInt64
+	err = tx.QueryRowContext(ctx, `
+SELECT MIN(c) FROM (
+	SELECT CAST($1 AS BIGINT) AS c WHERE NOT EXISTS (SELECT 1 FROM sandbox_uids WHERE uid = $1)
+	UNION ALL
+	SELECT s.uid + 1 FROM sandbox_uids s
+	WHERE s.uid >= $1 AND s.uid < $2
+	  AND NOT EXISTS (SELECT 1 FROM sandbox_uids t WHERE t.uid = s.uid + 1)
+) free`, a.rng.First, a.rng.Last).Scan(&free)
+	if err != nil {
+		return 0, err
+	}
+	if !free.Valid {
+		return 0, fmt.Errorf("%w (%s): widen it with --sandbox-uids", errExhausted, a.rng)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO sandbox_uids (chat_key, uid) VALUES ($1, $2)
+		ON CONFLICT (chat_key) DO UPDATE SET uid = excluded.uid`, chatKey, free.Int64); err != nil {
+		return 0, err
+	}
+	return int(free.Int64), tx.Commit()
+}
