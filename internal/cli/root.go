@@ -165,7 +165,7 @@ func (g *globals) config() runtime.Config {
 		MaxConcurrentRuns: g.maxRuns, KV: kv.Limits{MaxValueBytes: g.kvValue, QuotaBytes: g.kvQuota},
 		SandboxUIDs: g.uidRange, SharedQuota: int64(*g.sharedQuota), SharedInodes: g.sharedInodes,
 		PluginDataQuota: int64(*g.pluginQuota),
-		Sandbox: g.sandbox, DockerImage: g.image, DockerArgs: strings.Fields(os.Getenv("NEKRO_DOCKER_ARGS")),
+		Sandbox:         g.sandbox, DockerImage: g.image, DockerArgs: strings.Fields(os.Getenv("NEKRO_DOCKER_ARGS")),
 		Files: files.Options{AllowPrivateNetworks: envTrue(files.AllowPrivateEnv)}}
 }
 

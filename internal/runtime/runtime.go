@@ -94,12 +94,12 @@ const (
 
 // Runtime is an open nekro instance.
 type Runtime struct {
-	cfg      Config
-	layout   files.Layout
-	registry *registry.Registry
-	runner   sandbox.Runner
-	log      *slog.Logger
-	runSlots chan struct{}
+	cfg       Config
+	layout    files.Layout
+	registry  *registry.Registry
+	runner    sandbox.Runner
+	log       *slog.Logger
+	runSlots  chan struct{}
 	runsDir   string   // this process's run directories (Docker)
 	spares    *spares  // nil unless Config.WarmSpares
 	janitor   *janitor // nil unless Config.SharedIdle
