@@ -2,6 +2,8 @@ package testutil
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"os/exec"
@@ -17,19 +19,25 @@ var (
 	buildErr  error
 )
 
-// Nekro builds cmd/nekro once per test binary and returns its path.
+// Nekro builds cmd/nekro once per test binary and returns its path. The
+// binary goes to the checkout's bin/test/ (ignored by git, reused and
+// replaced by later builds), not to /tmp: tests leave nothing behind
+// there. Each test binary builds its own copy under a unique name, so
+// packages testing in parallel never replace each other's.
 func Nekro(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		_, here, _, _ := runtime.Caller(0)
 		repo := filepath.Join(filepath.Dir(here), "..", "..")
-		dir, err := os.MkdirTemp("", "nekro-bin-")
-		if err != nil {
-			buildErr = err
+		dir := filepath.Join(repo, "bin", "test")
+		if buildErr = os.MkdirAll(dir, 0o755); buildErr != nil {
 			return
 		}
 		os.Chmod(dir, 0o755)
-		binPath = filepath.Join(dir, "nekro")
+		// go test runs each package's tests in the package's directory.
+		wd, _ := os.Getwd()
+		sum := sha256.Sum256([]byte(wd))
+		binPath = filepath.Join(dir, "nekro-"+hex.EncodeToString(sum[:6]))
 		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/nekro")
 		cmd.Dir = repo
 		if out, err := cmd.CombinedOutput(); err != nil {
