@@ -13,6 +13,8 @@ if [ "${1:-}" = test ]; then
   command -v pg_createcluster >/dev/null 2>&1 || need+=(postgresql postgresql-contrib)
   command -v pgrep >/dev/null 2>&1 || need+=(procps)
   command -v chromium >/dev/null 2>&1 || need+=(chromium)   # the web UI's browser test
+  # The seccomp test checks that the data-science stack keeps working.
+  /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1 || need+=(python3-numpy)
 fi
 [ ${#need[@]} -eq 0 ] && exit 0
 

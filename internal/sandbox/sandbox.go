@@ -256,3 +256,16 @@ func WriteRelease(w io.Writer, code []byte) error {
 	_, err := w.Write(buf)
 	return err
 }
+
+// Protection is one defence of the sandbox and whether it is in force on
+// this machine, for `nekro doctor` and the warnings at start.
+type Protection struct {
+	Name   string // what it keeps out, e.g. "seccomp filter"
+	Active bool
+	Detail string // what it covers, or why it is off and how to fix that
+}
+
+// Protector is implemented by backends that report their protections.
+type Protector interface {
+	Protections() []Protection
+}
