@@ -21,6 +21,7 @@ import (
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/internal/sandbox/bwrap"
 	"github.com/nekro-go/nekro/internal/sandbox/docker"
+	"github.com/nekro-go/nekro/internal/sandbox/seccomp"
 	"github.com/nekro-go/nekro/internal/uids"
 	"github.com/nekro-go/nekro/plugin"
 )
@@ -170,6 +171,17 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err := rt.prepareDataDir(); err != nil {
 		return nil, err
 	}
+	if d, ok := rt.runner.(*docker.Runner); ok && d.SeccompProfile == "" {
+		// The docker CLI reads the profile from a file; it lives with
+		// this process's run directories and goes with them.
+		if prof, err := seccomp.DockerProfile(); err == nil {
+			path := filepath.Join(rt.runsDir, "seccomp.json")
+			if err := os.WriteFile(path, prof, 0o644); err != nil {
+				return nil, fmt.Errorf("docker seccomp profile: %w", err)
+			}
+			d.SeccompProfile = path
+		}
+	}
 	if cfg.WarmSpares {
 		if cfg.SpareIdle <= 0 {
 			cfg.SpareIdle = 5 * time.Minute
@@ -231,6 +243,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		rt.log.Error("close database", "err", err)
 	}
 	if rt.runsDir != "" {
+		os.Remove(filepath.Join(rt.runsDir, "seccomp.json"))
 		os.Remove(rt.runsDir) // empty unless runs are still going
 	}
 	return nil

@@ -85,11 +85,14 @@ attempt("write-stubs", lambda: open("/app/.nekro/x", "w"))
 attempt("network", lambda: socket.create_connection(("1.1.1.1", 53), timeout=1))
 attempt("write-shared", lambda: open("/app/shared/ok", "w").write("1"))
 print("uid", os.getuid(), "cwd", os.getcwd(), "ck", _ck)
+import ctypes
+r = ctypes.CDLL(None, use_errno=True).unshare(0x10000000)
+print("unshare", "denied" if r == -1 and ctypes.get_errno() == 1 else "ALLOWED")
 ask()
 print("AFTER")
 `, sandbox.Limits{})
 	for _, w := range []string{"5\n", "TypeError: add(): argument 'a' must be int, got str", "write-root denied",
-		"write-uploads denied", "write-stubs denied", "network denied", "write-shared ALLOWED", "uid 65534 cwd /app ck dk"} {
+		"write-uploads denied", "write-stubs denied", "network denied", "write-shared ALLOWED", "uid 1000000000 cwd /app ck dk", "unshare denied"} {
 		if !strings.Contains(res.Output, w) {
 			t.Errorf("output lacks %q:\n%s", w, res.Output)
 		}

@@ -1,0 +1,365 @@
+// Package volume bounds a directory's disk use at the filesystem level: the
+// directory becomes the mount point of an ext4 image of its own, sized to
+// the quota, loop-mounted. A writer past the quota gets ENOSPC (too many
+// files too) while it writes, and the host's disk holds at most the
+// image. Sandbox code writing /app/shared and plugins writing their data
+// directories are bounded this way; a bind mount of such a directory also
+// shows the sandbox no host path, only the image's root.
+//
+// Images are sparse: a fresh one takes well under a megabyte on the host
+// (a few with a journal) and grows with what is written, up to its size.
+//
+// Several nekro processes may share a data directory (`nekro exec` next to
+// `nekro serve`). An image is never mounted twice (two loop devices on one
+// ext4 image corrupt it): whoever acquires a volume takes a lock file next
+// to the image, exclusively while it creates or mounts it and shared
+// while it holds it; the last holder to release it unmounts it. A mount
+// left by a killed process is found and reused.
+//
+// Volumes need root, loop devices and mkfs.ext4; Available says what is
+// missing. mkfs.ext4 and mount(8) are run as commands: mount's -o loop
+// finds a free loop device, reuses one already bound to the same image,
+// and frees it when the filesystem is unmounted.
+package volume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Spec is the size of a volume and who owns its root directory.
+type Spec struct {
+	Bytes    int64       // filesystem size: the quota
+	Inodes   int64       // files and directories it can hold
+	UID, GID int         // owner of the root directory; -1 keeps root
+	Mode     os.FileMode // of the root directory, e.g. 0o700
+	// Journal gives the filesystem a journal, for data that must survive
+	// a crash intact (plugin data); scratch space goes without.
+	Journal bool
+}
+
+// Usage is what a volume holds.
+type Usage struct {
+	Bytes, BytesLimit   int64
+	Inodes, InodesLimit int64
+}
+
+// Available reports whether volumes can be made on this machine: nil, or
+// what is missing and how to get it.
+func Available() error {
+	if os.Geteuid() != 0 {
+		return errors.New("volumes need root (nekro runs as another user)")
+	}
+	if _, err := os.Stat("/dev/loop-control"); err != nil {
+		return errors.New("no loop devices (/dev/loop-control is missing: load the loop module, or give the container loop devices)")
+	}
+	for _, tool := range []string{"mkfs.ext4", "mount"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s is not installed (apt-get install -y e2fsprogs mount)", tool)
+		}
+	}
+	fs, err := os.ReadFile("/proc/filesystems")
+	if err != nil || !strings.Contains(string(fs), "\text4\n") {
+		return errors.New("the kernel does not support ext4")
+	}
+	return nil
+}
+
+// Volume is an acquired volume: mounted while any holder has it.
+type Volume struct {
+	image, path string
+	lock        *os.File
+}
+
+// Path returns the mount point.
+func (v *Volume) Path() string { return v.path }
+
+// Acquire makes sure the image exists (created with spec when missing)
+// and is mounted at mountpoint (created if missing), and holds it until
+// Release. Files already in a plain mountpoint directory are moved into
+// the new volume. When the image is smaller than spec.Bytes it grows;
+// shrinking and inode counts apply only when the volume is next created.
+func Acquire(ctx context.Context, image, mountpoint string, spec Spec) (*Volume, error) {
+	if err := os.MkdirAll(filepath.Dir(image), 0o700); err != nil {
+		return nil, fmt.Errorf("volume %s: %w", image, err)
+	}
+	lock, err := os.OpenFile(image+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("volume %s: lock: %w", image, err)
+	}
+	v := &Volume{image: image, path: mountpoint, lock: lock}
+	fd := int(lock.Fd())
+	// While anyone holds the lock shared, the volume is mounted: only a
+	// holder of the exclusive lock mounts or unmounts it. So: hold it
+	// shared and look; if it is not mounted, take it exclusively (nobody
+	// else holding it), set it up, and go back to shared.
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		if err := flock(ctx, lock, unix.LOCK_SH); err != nil {
+			lock.Close()
+			return nil, fmt.Errorf("volume %s: lock: %w", image, err)
+		}
+		if ok, err := mounted(mountpoint); err == nil && ok {
+			if err := v.adjust(ctx, spec); err != nil {
+				lock.Close()
+				return nil, fmt.Errorf("volume %s: %w", image, err)
+			}
+			return v, nil
+		}
+		if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil {
+			err := v.setUp(ctx, spec)
+			if err == nil {
+				err = flock(ctx, lock, unix.LOCK_SH) // never lets go in between
+			}
+			if err != nil {
+				lock.Close()
+				return nil, fmt.Errorf("volume %s: %w", image, err)
+			}
+			return v, nil
+		}
+		// Someone else is setting it up (or leaving): look again shortly.
+		unix.Flock(fd, unix.LOCK_UN)
+		select {
+		case <-ctx.Done():
+			lock.Close()
+			return nil, fmt.Errorf("volume %s: %w", image, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+// setUp creates and mounts the volume; the exclusive lock is held.
+func (v *Volume) setUp(ctx context.Context, spec Spec) error {
+	if err := os.MkdirAll(v.path, 0o700); err != nil {
+		return err
+	}
+	isMounted, err := mounted(v.path)
+	if err != nil {
+		return err
+	}
+	if !isMounted {
+		if _, err := os.Stat(v.image); errors.Is(err, os.ErrNotExist) {
+			if err := makeImage(ctx, v.image, spec); err != nil {
+				return err
+			}
+		}
+		if err := grow(ctx, v.image, spec.Bytes, false); err != nil {
+			return err
+		}
+		if err := mountMoving(ctx, v.image, v.path); err != nil {
+			return err
+		}
+	}
+	return v.adjust(ctx, spec)
+}
+
+// adjust grows a mounted volume to spec and sets its root's owner and
+// mode (a chat's uid may have been reassigned).
+func (v *Volume) adjust(ctx context.Context, spec Spec) error {
+	if err := grow(ctx, v.image, spec.Bytes, true); err != nil {
+		return err
+	}
+	if spec.UID >= 0 {
+		if err := os.Chown(v.path, spec.UID, spec.GID); err != nil {
+			return err
+		}
+	}
+	if spec.Mode != 0 {
+		return os.Chmod(v.path, spec.Mode)
+	}
+	return nil
+}
+
+// makeImage writes a sparse ext4 image.
+func makeImage(ctx context.Context, image string, spec Spec) error {
+	if spec.Bytes < 1<<20 {
+		return fmt.Errorf("a volume of %d bytes is too small (at least 1 MiB)", spec.Bytes)
+	}
+	tmp := image + ".new"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(spec.Bytes)
+	f.Close()
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	args := []string{"-q", "-F", "-m", "0", "-E", "nodiscard"}
+	if spec.Inodes > 0 {
+		args = append(args, "-N", strconv.FormatInt(spec.Inodes, 10))
+	}
+	switch {
+	case spec.Journal && spec.Bytes >= 64<<20:
+		args = append(args, "-J", "size=4") // mkfs would take 16+ MiB of a large image
+	case spec.Journal: // mkfs's own size fits small images
+	default:
+		args = append(args, "-O", "^has_journal")
+	}
+	if out, err := exec.CommandContext(ctx, "mkfs.ext4", append(args, tmp)...).CombinedOutput(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("mkfs.ext4: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return os.Rename(tmp, image)
+}
+
+// grow enlarges the image to size bytes (online when it is mounted).
+func grow(ctx context.Context, image string, size int64, online bool) error {
+	fi, err := os.Stat(image)
+	if err != nil || fi.Size() >= size {
+		return err
+	}
+	if err := os.Truncate(image, size); err != nil {
+		return err
+	}
+	if online {
+		// The loop device must see the new size before the filesystem can.
+		if dev, err := loopDevice(image); err == nil {
+			exec.CommandContext(ctx, "losetup", "-c", dev).Run()
+			image = dev
+		}
+	}
+	if out, err := exec.CommandContext(ctx, "resize2fs", image).CombinedOutput(); err != nil {
+		return fmt.Errorf("resize2fs: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// mountMoving mounts image at dir. Whatever a plain dir held (files from
+// before volumes were used) is moved into the volume.
+func mountMoving(ctx context.Context, image, dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var aside string
+	if len(ents) > 0 {
+		aside = dir + ".moving"
+		os.RemoveAll(aside)
+		if err := os.Rename(dir, aside); err != nil {
+			return err
+		}
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return err
+		}
+	}
+	out, err := exec.CommandContext(ctx, "mount", "-o", "loop,nosuid,nodev,noatime", image, dir).CombinedOutput()
+	if err != nil {
+		if aside != "" {
+			os.Remove(dir)
+			os.Rename(aside, dir)
+		}
+		return fmt.Errorf("mount: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	os.Remove(filepath.Join(dir, "lost+found")) // an empty fsck directory the sandbox need not see
+	if aside != "" {
+		if out, err := exec.CommandContext(ctx, "cp", "-a", "--", aside+"/.", dir+"/").CombinedOutput(); err != nil {
+			return fmt.Errorf("move files into the volume (they are kept in %s): %v: %s", aside, err, strings.TrimSpace(string(out)))
+		}
+		os.RemoveAll(aside)
+	}
+	return nil
+}
+
+// loopDevice returns the loop device bound to image.
+func loopDevice(image string) (string, error) {
+	out, err := exec.Command("losetup", "-j", image, "-n", "-O", "NAME").Output()
+	if err != nil {
+		return "", err
+	}
+	name := strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+	if name == "" {
+		return "", fmt.Errorf("no loop device for %s", image)
+	}
+	return name, nil
+}
+
+// mounted reports whether dir is a mount point: on another device than
+// its parent.
+func mounted(dir string) (bool, error) {
+	var st, parent unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return false, err
+	}
+	if err := unix.Lstat(filepath.Dir(dir), &parent); err != nil {
+		return false, err
+	}
+	return st.Dev != parent.Dev, nil
+}
+
+// Release drops the hold; the last holder unmounts the volume. A sandbox
+// that still has the directory bound keeps it until it ends.
+func (v *Volume) Release() error {
+	if v.lock == nil {
+		return nil
+	}
+	defer func() { v.lock.Close(); v.lock = nil }()
+	if unix.Flock(int(v.lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return nil // another holder keeps it mounted
+	}
+	return unmount(v.path)
+}
+
+// Destroy unmounts the volume and deletes its image, dropping what it
+// held. It fails while another process holds the volume.
+func (v *Volume) Destroy() error {
+	if v.lock == nil {
+		return fmt.Errorf("volume %s: already released", v.image)
+	}
+	defer func() { v.lock.Close(); v.lock = nil }()
+	if err := unix.Flock(int(v.lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return fmt.Errorf("volume %s is in use by another process", v.image)
+	}
+	if err := unmount(v.path); err != nil {
+		return err
+	}
+	os.Remove(v.image + ".lock")
+	return os.Remove(v.image)
+}
+
+func unmount(dir string) error {
+	ok, err := mounted(dir)
+	if err != nil || !ok {
+		return err
+	}
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("unmount %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Usage returns what the volume holds and its limits.
+func (v *Volume) Usage() (Usage, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(v.path, &st); err != nil {
+		return Usage{}, err
+	}
+	bs := int64(st.Bsize)
+	return Usage{
+		Bytes: (int64(st.Blocks) - int64(st.Bfree)) * bs, BytesLimit: int64(st.Blocks) * bs,
+		Inodes: int64(st.Files) - int64(st.Ffree), InodesLimit: int64(st.Files),
+	}, nil
+}
+
+// flock takes a lock, giving up when ctx ends.
+func flock(ctx context.Context, f *os.File, how int) error {
+	for {
+		err := unix.Flock(int(f.Fd()), how)
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}

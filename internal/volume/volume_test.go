@@ -1,0 +1,179 @@
+package volume_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"github.com/nekro-go/nekro/internal/volume"
+)
+
+func need(t testing.TB) {
+	t.Helper()
+	if err := volume.Available(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI runs as root with loop devices: %v", err)
+		}
+		t.Skip(err)
+	}
+}
+
+func acquire(t testing.TB, image, dir string, spec volume.Spec) *volume.Volume {
+	t.Helper()
+	v, err := volume.Acquire(context.Background(), image, dir, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Release() })
+	return v
+}
+
+func isMount(dir string) bool {
+	var a, b syscall.Stat_t
+	syscall.Stat(dir, &a)
+	syscall.Stat(filepath.Dir(dir), &b)
+	return a.Dev != b.Dev
+}
+
+// A writer gets ENOSPC at the quota, in bytes and in files, and the host
+// holds no more than the image.
+func TestVolumeBoundsBytesAndFiles(t *testing.T) {
+	need(t)
+	base := t.TempDir()
+	img, dir := filepath.Join(base, "v.img"), filepath.Join(base, "v")
+	acquire(t, img, dir, volume.Spec{Bytes: 16 << 20, Inodes: 500, UID: 4321, GID: 4321, Mode: 0o700})
+	fi, _ := os.Stat(dir)
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 4321 || fi.Mode().Perm() != 0o700 {
+		t.Errorf("root dir owner %d mode %v", st.Uid, fi.Mode().Perm())
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("a new volume holds %v", ents)
+	}
+	f, _ := os.Create(filepath.Join(dir, "big"))
+	chunk := make([]byte, 1<<20)
+	written, err := 0, error(nil)
+	for i := 0; i < 64 && err == nil; i++ {
+		var n int
+		n, err = f.Write(chunk)
+		written += n
+	}
+	f.Close()
+	if !errors.Is(err, syscall.ENOSPC) || written > 16<<20 {
+		t.Errorf("wrote %d bytes, then %v; want ENOSPC within 16 MiB", written, err)
+	}
+	os.Remove(filepath.Join(dir, "big"))
+	var ferr error
+	n := 0
+	for ; n < 5000 && ferr == nil; n++ {
+		var f *os.File
+		if f, ferr = os.Create(filepath.Join(dir, "f"+strconv.Itoa(n))); ferr == nil {
+			f.Close()
+		}
+	}
+	if !errors.Is(ferr, syscall.ENOSPC) || n > 1200 {
+		t.Errorf("created %d files, then %v; want ENOSPC near 500", n, ferr)
+	}
+	var st syscall.Stat_t
+	syscall.Stat(img, &st)
+	if st.Blocks*512 > 17<<20 {
+		t.Errorf("the image takes %d bytes of host disk", st.Blocks*512)
+	}
+}
+
+// Holders share one mount; the last release unmounts; data persists; a
+// mount left by a dead holder is reused; growing keeps data; Destroy
+// removes the image.
+func TestVolumeLifecycle(t *testing.T) {
+	need(t)
+	base := t.TempDir()
+	img, dir := filepath.Join(base, "v.img"), filepath.Join(base, "v")
+	spec := volume.Spec{Bytes: 8 << 20, Inodes: 100, UID: -1, Mode: 0o700, Journal: true}
+	ctx := context.Background()
+	a, err := volume.Acquire(ctx, img, dir, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "keep"), []byte("kept"), 0o600)
+	b, err := volume.Acquire(ctx, img, dir, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Release()
+	if !isMount(dir) {
+		t.Fatal("the first release unmounted a volume still held")
+	}
+	b.Release()
+	if isMount(dir) {
+		t.Fatal("the last release left the volume mounted")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "keep")); err == nil {
+		t.Fatal("the volume's file shows on the bare mount point")
+	}
+	// Reacquire, grown: the data is there.
+	spec.Bytes = 32 << 20
+	c := acquire(t, img, dir, spec)
+	if b, _ := os.ReadFile(filepath.Join(dir, "keep")); string(b) != "kept" {
+		t.Errorf("data after remount: %q", b)
+	}
+	if u, err := c.Usage(); err != nil || u.BytesLimit < 24<<20 {
+		t.Errorf("after growing: %+v %v", u, err)
+	}
+	// A holder that died without releasing: the mount stays and is reused.
+	d, err := volume.Acquire(ctx, img, dir, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Destroy(); err == nil {
+		t.Error("Destroy succeeded while another holder had the volume")
+	}
+	d.Release()
+	e := acquire(t, img, dir, spec)
+	if err := e.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(img); !errors.Is(err, os.ErrNotExist) || isMount(dir) {
+		t.Errorf("after Destroy: image %v, mounted %v", err, isMount(dir))
+	}
+}
+
+// Files in a plain directory move into its new volume.
+func TestVolumeTakesInExistingFiles(t *testing.T) {
+	need(t)
+	base := t.TempDir()
+	dir := filepath.Join(base, "v")
+	os.MkdirAll(filepath.Join(dir, "sub"), 0o700)
+	os.WriteFile(filepath.Join(dir, "sub", "old.txt"), []byte("old"), 0o600)
+	acquire(t, filepath.Join(base, "v.img"), dir, volume.Spec{Bytes: 8 << 20, UID: -1})
+	if b, _ := os.ReadFile(filepath.Join(dir, "sub", "old.txt")); string(b) != "old" || !isMount(dir) {
+		t.Errorf("old file in the volume: %q, mounted %v", b, isMount(dir))
+	}
+}
+
+func BenchmarkAcquireRelease(b *testing.B) {
+	need(b)
+	base := b.TempDir()
+	img, dir := filepath.Join(base, "v.img"), filepath.Join(base, "v")
+	spec := volume.Spec{Bytes: 1 << 30, Inodes: 100000, UID: -1}
+	b.Run("existing", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			v, err := volume.Acquire(context.Background(), img, dir, spec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			v.Release()
+		}
+	})
+	b.Run("new", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			v, err := volume.Acquire(context.Background(), img+strconv.Itoa(i), dir, spec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			v.Destroy()
+		}
+	})
+}
