@@ -187,6 +187,14 @@ print("UID", os.getuid())
 	if a == b || a != again || a < 100000 || a == 65534 || b == 65534 {
 		t.Fatalf("uids: chat-a %d then %d, chat-b %d", a, again, b)
 	}
+	// While a run of chat A is live, chat B's uid and nobody attack it
+	// from the host.
+	done := make(chan result, 1)
+	go func() {
+		done <- execCode(t, data, "chat-a", "import time; time.sleep(3); print('UID', 0)", nil, nil)
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	// While it runs, its directories (volumes or plain) are the chat's own.
 	for _, dir := range []string{filepath.Join(data, "sandboxes", "sandbox_chat-a"), filepath.Join(data, "uploads", "chat-a")} {
 		fi, err := os.Stat(dir)
 		if err != nil {
@@ -196,13 +204,6 @@ print("UID", os.getuid())
 			t.Errorf("%s: owner %d mode %v, want %d 0700", dir, st.Uid, fi.Mode().Perm(), a)
 		}
 	}
-	// While a run of chat A is live, chat B's uid and nobody attack it
-	// from the host.
-	done := make(chan result, 1)
-	go func() {
-		done <- execCode(t, data, "chat-a", "import time; time.sleep(3); print('UID', 0)", nil, nil)
-	}()
-	time.Sleep(1500 * time.Millisecond)
 	attack := fmt.Sprintf(`
 import os, socket
 def attempt(label, f):

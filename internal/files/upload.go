@@ -29,11 +29,9 @@ func SaveUpload(ctx context.Context, l Layout, chatKey, name string, r io.Reader
 		return "", fmt.Errorf("upload: %w", errOnly(err))
 	}
 	defer root.Close()
-	// The sandbox may run as another user: it must be able to enter the
-	// directory and read the file, and only that.
-	if err := root.Chmod(".", 0o755); err != nil {
-		return "", fmt.Errorf("upload: %w", errOnly(err))
-	}
+	// The directory is the chat's (its sandbox uid's, mode 0700); the file
+	// is readable so that the sandbox, running as that uid, can read it
+	// whoever wrote it.
 	_, err = writeAtomic(root, owner{}, func(w *os.File) (int64, error) {
 		if err := w.Chmod(0o644); err != nil {
 			return 0, err

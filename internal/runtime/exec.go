@@ -167,8 +167,10 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 		res.AgentMethod, res.AgentResult = e.Method, e.Result
 	}
 	res.StopType, res.Note = sandbox.DecideStop(outcome, endType)
-	if note := rt.enforceSharedQuota(pr); note != "" {
-		res.Note = strings.TrimPrefix(res.Note+"; "+note, "; ")
+	if !rt.provision.volumes() { // a volume bounds /app/shared while the code writes
+		if note := rt.enforceSharedQuota(pr); note != "" {
+			res.Note = strings.TrimPrefix(res.Note+"; "+note, "; ")
+		}
 	}
 	rt.log.Debug("run finished", "run", runID, "chat", req.ChatKey, "stop", res.StopType, "exit", res.ExitCode,
 		"duration", outcome.Duration, "calls", len(res.Calls), "warm", warm)

@@ -4,24 +4,39 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/nekro-go/nekro/internal/files"
+	"github.com/nekro-go/nekro/internal/volume"
 )
 
 // provisioner prepares chat and plugin directories as they are first
-// used (files.Provisioner): a chat's uploads and shared directories
+// used (files.Provisioner). A chat's uploads and shared directories
 // belong to the chat's own uid, mode 0700, so neither other chats'
-// sandboxes nor other host users can reach them.
+// sandboxes nor other host users can reach them. Where the host allows
+// (root, loop devices), each chat directory and each plugin's data
+// directory is also a volume of its own: an ext4 image of the quota's
+// size mounted there, which bounds bytes and files while they are
+// written and shows a sandbox no host path.
 type provisioner struct {
-	rt *Runtime
-	mu sync.Mutex
+	rt         *Runtime
+	volumesErr error // why volumes are off; nil when on
+
+	mu   sync.Mutex
+	vols map[string]*volume.Volume // by mount point
 }
 
 var _ files.Provisioner = (*provisioner)(nil)
 
 func newProvisioner(rt *Runtime) *provisioner {
-	return &provisioner{rt: rt}
+	p := &provisioner{rt: rt, vols: map[string]*volume.Volume{}}
+	if rt.cfg.NoVolumes {
+		p.volumesErr = fmt.Errorf("turned off by the operator")
+	} else {
+		p.volumesErr = volume.Available()
+	}
+	return p
 }
 
 // chatUID returns the uid and gid chatKey's sandboxes run as, or -1, -1
@@ -38,15 +53,49 @@ func (rt *Runtime) chatUID(ctx context.Context, chatKey string) (int, int, error
 }
 
 func (p *provisioner) ProvideChatDir(kind files.Area, chatKey, dir string) error {
-	uid, gid, err := p.rt.chatUID(context.Background(), chatKey)
+	ctx := context.Background()
+	uid, gid, err := p.rt.chatUID(ctx, chatKey)
 	if err != nil {
 		return err
 	}
-	return ownDir(dir, uid, gid)
+	if p.volumesErr != nil {
+		return ownDir(dir, uid, gid)
+	}
+	sub := "shared"
+	if kind == files.Uploads {
+		sub = "uploads"
+	}
+	image := filepath.Join(p.rt.layout.VolumesDir(), sub, filepath.Base(dir)+".img")
+	return p.acquire(ctx, image, dir, volume.Spec{Bytes: p.rt.cfg.SharedQuota, Inodes: p.rt.cfg.SharedInodes,
+		UID: uid, GID: gid, Mode: 0o700})
 }
 
 func (p *provisioner) ProvidePluginDir(pluginKey, dir string) error {
-	return ownDir(dir, -1, -1)
+	if p.volumesErr != nil {
+		return ownDir(dir, -1, -1)
+	}
+	image := filepath.Join(p.rt.layout.VolumesDir(), "plugins", pluginKey+".img")
+	return p.acquire(context.Background(), image, dir, volume.Spec{Bytes: p.rt.cfg.PluginDataQuota,
+		Inodes: p.rt.cfg.SharedInodes, UID: -1, Mode: 0o700, Journal: true})
+}
+
+// acquire holds the volume at dir until close; a volume held already costs
+// nothing more.
+func (p *provisioner) acquire(ctx context.Context, image, dir string, spec volume.Spec) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.vols[dir]; ok {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(image), 0o700); err != nil {
+		return fmt.Errorf("volumes dir: %w", err)
+	}
+	v, err := volume.Acquire(ctx, image, dir, spec)
+	if err != nil {
+		return err
+	}
+	p.vols[dir] = v
+	return nil
 }
 
 // ownDir gives dir to uid (unless -1) with mode 0700.
@@ -62,5 +111,18 @@ func ownDir(dir string, uid, gid int) error {
 	return nil
 }
 
-// close releases what the provisioner holds.
-func (p *provisioner) close() {}
+// volumes reports whether directories are bounded volumes.
+func (p *provisioner) volumes() bool { return p.volumesErr == nil }
+
+// close releases the volumes this process holds; the last holder of each
+// unmounts it.
+func (p *provisioner) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for dir, v := range p.vols {
+		if err := v.Release(); err != nil {
+			p.rt.log.Warn("release volume", "dir", dir, "err", err)
+		}
+		delete(p.vols, dir)
+	}
+}

@@ -63,6 +63,9 @@ type Config struct {
 	// PluginDataQuota bounds each plugin's data directory the same way;
 	// default DefaultPluginDataQuota.
 	PluginDataQuota int64
+	// NoVolumes keeps chat and plugin directories plain even where
+	// volumes could bound them (tests of the fallback).
+	NoVolumes bool
 	// SandboxUIDs is the range each chat's own sandbox uid comes from
 	// when nekro runs as root; zero means uids.DefaultRange.
 	SandboxUIDs uids.Range
@@ -209,6 +212,10 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	rt.provision = newProvisioner(rt)
 	rt.layout.Provision = rt.provision
+	if err := rt.provision.volumesErr; err != nil && !cfg.NoVolumes {
+		cfg.Log.Warn("chat and plugin directories are not bounded while written (/app/shared is only checked after each run, plugin data not at all)",
+			"reason", err)
+	}
 	if cfg.SharedIdle > 0 {
 		rt.janitor = newJanitor(rt, cfg.SharedIdle)
 	}

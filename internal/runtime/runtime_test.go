@@ -546,6 +546,7 @@ except OSError as e:
 func TestSharedQuotaEmptiesAnOverfullSandbox(t *testing.T) {
 	rt, err := runtime.Open(context.Background(), runtime.Config{
 		DataDir: testutil.DataDir(t), Plugins: []*plugin.Plugin{testPlugin()}, SharedQuota: 4 << 20,
+		NoVolumes: true, // the fallback where volumes cannot be made
 	})
 	if err != nil {
 		t.Fatal(err)

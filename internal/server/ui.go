@@ -60,7 +60,19 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%q is not a file name", name)
 		return
 	}
-	root, err := os.OpenRoot(s.rt.Layout().UploadsDir(key))
+	// Ensure, not just the path: the directory may be a volume this
+	// process has not mounted yet.
+	dir := s.rt.Layout().UploadsDir(key)
+	if _, err := os.Stat(dir); err != nil {
+		writeError(w, http.StatusNotFound, "chat %s has no uploads", key)
+		return
+	}
+	dir, err := s.rt.Layout().EnsureUploadsDir(key)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "uploads of chat %s: %v", key, err)
+		return
+	}
+	root, err := os.OpenRoot(dir)
 	if err != nil {
 		writeError(w, http.StatusNotFound, "chat %s has no uploads", key)
 		return
