@@ -57,7 +57,7 @@ func init() {
 
 	plugin.MountSandboxMethod(p, plugin.Method{
 		Type: plugin.Behavior, Name: "save_log", Description: "保存日志",
-		Doc: `Save a log text as a new file in the plugin's logs/ directory.
+		Doc: `Save a log text as a new file in this chat's part of the plugin's logs/.
 
 Args:
     log_content (str): the text to save.
@@ -71,7 +71,7 @@ Example:
 
 	plugin.MountSandboxMethod(p, plugin.Method{
 		Type: plugin.Behavior, Name: "save_image", Description: "保存图片",
-		Doc: `Save image bytes as images/<filename> in the plugin's directory.
+		Doc: `Save image bytes as images/<filename> in this chat's part of the plugin's directory.
 
 Args:
     image_data (bytes): the image file's content.
@@ -98,7 +98,7 @@ Example:
 
 	plugin.MountSandboxMethod(p, plugin.Method{
 		Type: plugin.Tool, Name: "list_exports", Description: "列出导出文件",
-		Doc: `List the files in the plugin's exports/ directory.
+		Doc: `List the files this chat exported (its part of the plugin's exports/).
 
 Returns:
     str: "导出文件列表:" and one "- name" line per file, "暂无导出文件"
@@ -143,7 +143,7 @@ Example:
 
 	plugin.MountSandboxMethod(p, plugin.Method{
 		Type: plugin.Tool, Name: "process_user_file", Description: "处理用户上传的文件",
-		Doc: `Copy a file from the sandbox into the plugin's user_uploads/.
+		Doc: `Copy a file from the sandbox into this chat's part of the plugin's user_uploads/.
 
 Args:
     file_path (str): a sandbox path under /app/uploads/ or /app/shared/
@@ -158,7 +158,7 @@ Example:
 
 	plugin.MountSandboxMethod(p, plugin.Method{
 		Type: plugin.Tool, Name: "export_data", Description: "导出数据文件",
-		Doc: `Save data as exports/<filename> and hand a copy to the sandbox.
+		Doc: `Save data as exports/<filename> (this chat's) and hand a copy to the sandbox.
 
 Args:
     data_content (str): the text to export.
@@ -292,17 +292,14 @@ type SaveLogArgs struct {
 	LogContent string `json:"log_content" jsonschema:"the text to save"`
 }
 
-func saveLog(_ *plugin.Ctx, a SaveLogArgs) (string, error) {
-	root, err := p.DataRoot()
+func saveLog(ctx *plugin.Ctx, a SaveLogArgs) (string, error) {
+	logs, err := chatRoot(ctx, "logs")
 	if err != nil {
 		return "", err
 	}
-	defer root.Close()
-	if err := root.MkdirAll("logs", 0o755); err != nil {
-		return "", err
-	}
+	defer logs.Close()
 	name := fmt.Sprintf("log_%d.txt", time.Now().UnixNano())
-	if err := root.WriteFile("logs/"+name, []byte(a.LogContent), 0o644); err != nil {
+	if err := logs.WriteFile(name, []byte(a.LogContent), 0o644); err != nil {
 		return "", err
 	}
 	return "日志已保存到 " + name, nil
@@ -314,8 +311,8 @@ type SaveImageArgs struct {
 	Filename  string `json:"filename" jsonschema:"a plain file name such as cat.png"`
 }
 
-func saveImage(_ *plugin.Ctx, a SaveImageArgs) (string, error) {
-	images, err := subRoot("images")
+func saveImage(ctx *plugin.Ctx, a SaveImageArgs) (string, error) {
+	images, err := chatRoot(ctx, "images")
 	if err != nil {
 		return "", err
 	}
@@ -344,15 +341,18 @@ func readConfig(_ *plugin.Ctx, _ struct{}) (string, error) {
 	return "配置内容: " + string(b), nil
 }
 
-func listExports(_ *plugin.Ctx, _ struct{}) (string, error) {
+func listExports(ctx *plugin.Ctx, _ struct{}) (string, error) {
 	root, err := p.DataRoot()
 	if err != nil {
 		return "", err
 	}
 	defer root.Close()
-	ents, err := fs.ReadDir(root.FS(), "exports")
-	if errors.Is(err, fs.ErrNotExist) {
+	if _, err := root.Stat("exports"); err != nil {
 		return "导出目录不存在", nil
+	}
+	ents, err := fs.ReadDir(root.FS(), path.Join("exports", ctx.ContainerKey()))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "暂无导出文件", nil // nothing exported in this chat yet
 	}
 	if err != nil {
 		return "", err
@@ -447,7 +447,7 @@ func processUserFile(ctx *plugin.Ctx, a FilePathArgs) (string, error) {
 		return "", err
 	}
 	defer src.Close()
-	uploads, err := subRoot("user_uploads")
+	uploads, err := chatRoot(ctx, "user_uploads")
 	if err != nil {
 		return "", err
 	}
@@ -467,7 +467,7 @@ type ExportArgs struct {
 }
 
 func exportData(ctx *plugin.Ctx, a ExportArgs) (string, error) {
-	exports, err := subRoot("exports")
+	exports, err := chatRoot(ctx, "exports")
 	if err != nil {
 		return "", err
 	}
@@ -650,6 +650,16 @@ func subRoot(dir string) (*os.Root, error) {
 		return nil, err
 	}
 	return root.OpenRoot(dir)
+}
+
+// chatRoot opens dir/<chat>/ (created if missing) in the plugin's
+// directory as its own Root: the part of dir that belongs to the calling
+// chat. The documents' examples keep one images/, logs/, exports/ and
+// user_uploads/ for everyone, so any chat could list and overwrite what
+// another saved; here each chat has its own, named by its container key
+// (a safe directory name, one per chat).
+func chatRoot(ctx *plugin.Ctx, dir string) (*os.Root, error) {
+	return subRoot(path.Join(dir, ctx.ContainerKey()))
 }
 
 // subRootIfExists opens dir in the plugin's directory as its own Root.

@@ -25,6 +25,10 @@ import (
 
 const chat = "group_1"
 
+// chatPart is the name of the test chat's part of the plugin's per-chat
+// directories (images/, logs/, exports/, user_uploads/).
+const chatPart = "sandbox_" + chat
+
 // pluginDir is the examples plugin's data directory under data.
 func pluginDir(data string) string {
 	return filepath.Join(data, "plugins", "nekro_examples.files")
@@ -45,6 +49,7 @@ func run(t *testing.T, data, snippet, url string, args ...string) string {
 	code = []byte(strings.ReplaceAll(string(code), "{{URL}}", url))
 	argv := append([]string{"--data", data, "exec", "--chat", chat, "--user", "u1", "--json"}, args...)
 	r := testutil.RunNekro(t, code, append(argv, "-")...)
+	testutil.MountVolumes(t, data) // to look at the plugin's files
 	var res execJSON
 	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
 		t.Fatalf("%s: %v\nstdout %s\nstderr %s", snippet, err, r.Stdout, r.Stderr)
@@ -119,14 +124,14 @@ func TestDataDirectoryExamples(t *testing.T) {
 	if err := json.Unmarshal(b, &cfg); err != nil || cfg["cache_ttl"] != float64(3600) {
 		t.Errorf("config.json = %s, %v; want the init hook's default", b, err)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "images", "cat.png")); string(b) != "\x89PNG\r\n\x1a\nfake" {
+	if b, _ := os.ReadFile(filepath.Join(dir, "images", chatPart, "cat.png")); string(b) != "\x89PNG\r\n\x1a\nfake" {
 		t.Errorf("images/cat.png holds %q", b)
 	}
-	logs, _ := os.ReadDir(filepath.Join(dir, "logs"))
+	logs, _ := os.ReadDir(filepath.Join(dir, "logs", chatPart))
 	if len(logs) != 1 {
 		t.Fatalf("logs/ holds %d files, want 1", len(logs))
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "logs", logs[0].Name())); string(b) != "first log line" {
+	if b, _ := os.ReadFile(filepath.Join(dir, "logs", chatPart, logs[0].Name())); string(b) != "first log line" {
 		t.Errorf("log holds %q", b)
 	}
 	if _, err := os.Stat(filepath.Join(temp, "old.tmp")); err == nil {
@@ -145,6 +150,16 @@ func TestDataDirectoryExamples(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"cache_ttl": 60}`), 0o644)
 	out = run(t, data, "data_dir.py", "")
 	wantLines(t, out, `配置内容: {"cache_ttl": 60}`)
+
+	// Another chat neither lists chat group_1's exports nor overwrites
+	// its image by saving one under the same name.
+	r := testutil.RunNekro(t, []byte(`print(list_exports())
+print(save_image(b"other chat", "cat.png"))`), "--data", data, "exec", "--chat", "group_2", "--user", "u2", "-")
+	wantLines(t, r.Stdout, "暂无导出文件", "图片已保存: images/cat.png")
+	testutil.MountVolumes(t, data)
+	if b, _ := os.ReadFile(filepath.Join(dir, "images", chatPart, "cat.png")); string(b) != "\x89PNG\r\n\x1a\nfake" {
+		t.Errorf("group_2 overwrote group_1's images/cat.png: %q", b)
+	}
 }
 
 func TestSandboxFileExamples(t *testing.T) {
@@ -187,7 +202,7 @@ func TestSandboxFileExamples(t *testing.T) {
 	if b, err := os.ReadFile(host); err != nil || string(b) != "quarterly numbers: up" {
 		t.Errorf("report on the host: %q, %v", b, err)
 	}
-	saved, _ := os.ReadDir(filepath.Join(pluginDir(data), "user_uploads"))
+	saved, _ := os.ReadDir(filepath.Join(pluginDir(data), "user_uploads", chatPart))
 	var names []string
 	for _, e := range saved {
 		names = append(names, e.Name())

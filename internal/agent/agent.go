@@ -492,11 +492,20 @@ func (a *Agent) newMessages(ctx context.Context, chatKey string, lastSeen *int64
 	return out, nil
 }
 
+// maxRecordedResult is the largest AGENT result a run record keeps whole;
+// the model still gets all of it. With the RPC server's bounds on calls
+// and the sandbox's on output, a run record stays within a few MiB.
+const maxRecordedResult = 256 << 10
+
 func runRecord(turn *chat.Turn, iteration int, code string, res *runtime.ExecResult) chat.Run {
 	calls, _ := json.Marshal(res.Calls)
+	result := res.AgentResult
+	if len(result) > maxRecordedResult {
+		result, _ = json.Marshal(fmt.Sprintf("[a result of %d bytes, over the %d KiB a run record keeps]", len(result), maxRecordedResult>>10))
+	}
 	return chat.Run{RunID: res.RunID, ChatKey: res.ChatKey, TurnID: turn.ID, Iteration: iteration, Code: code,
 		Output: res.Output, StopType: res.StopType.String(), ExitCode: res.ExitCode, DurationMS: res.DurationMS,
-		Calls: calls, Note: res.Note, AgentMethod: res.AgentMethod, AgentResult: res.AgentResult}
+		Calls: calls, Note: res.Note, AgentMethod: res.AgentMethod, AgentResult: result}
 }
 
 // Exec runs code in the chat's sandbox without a model (the playground):

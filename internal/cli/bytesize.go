@@ -22,9 +22,16 @@ var byteUnits = []struct {
 	{"B", 1},
 }
 
-// parseByteSize reads s as a byteSize.
+// noLimit is the byteSize of "none": no limit, where a flag allows it.
+const noLimit = -1
+
+// parseByteSize reads s as a byteSize; "none" (or "unlimited") is
+// noLimit.
 func parseByteSize(s string) (int64, error) {
 	t := strings.TrimSpace(s)
+	if strings.EqualFold(t, "none") || strings.EqualFold(t, "unlimited") {
+		return noLimit, nil
+	}
 	mult := int64(1)
 	for _, u := range byteUnits {
 		if len(t) > len(u.suffix) && strings.EqualFold(t[len(t)-len(u.suffix):], u.suffix) {
@@ -54,6 +61,9 @@ func (b *byteSize) Set(s string) error {
 
 func (b *byteSize) String() string {
 	v := int64(*b)
+	if v < 0 {
+		return "none"
+	}
 	for _, u := range []struct {
 		s string
 		m int64

@@ -63,7 +63,7 @@ func (f *kvFlags) openStore(cmd *cobra.Command, g *globals) (*kv.Store, error) {
 		}
 	}
 	return kvopen.Open(cmd.Context(), kvopen.Config{DatabaseURL: f.database, SQLitePath: layout.Database(),
-		Limits: kv.Limits{MaxValueBytes: g.kvValue, QuotaBytes: g.kvQuota}, Log: g.logger()})
+		Limits: kv.Limits{MaxValueBytes: g.kvValue, QuotaBytes: g.kvQuotaBytes(), QuotaHint: kvQuotaHint}, Log: g.logger()})
 }
 
 func newKVCmd(g *globals) *cobra.Command {

@@ -33,13 +33,24 @@ type globals struct {
 	enabled  []*plugin.Plugin // from --plugins, checked before any command runs
 	maxRuns  int
 	kvValue  int64
-	kvQuota  int64
+	kvQuota  *byteSize
 
 	sandboxUIDs  string // FIRST-LAST: each chat's own uid comes from here
 	sharedQuota  *byteSize
 	sharedInodes int64
 	pluginQuota  *byteSize
 	uidRange     uids.Range // parsed from sandboxUIDs
+}
+
+// kvQuotaHint ends a KV quota refusal, for the plugin's log and the AI.
+const kvQuotaHint = "the operator sets the quota with --kv-quota or NEKRO_KV_QUOTA"
+
+// kvQuotaBytes is --kv-quota as kv.Limits takes it (negative: none).
+func (g *globals) kvQuotaBytes() int64 {
+	if *g.kvQuota == 0 {
+		return noLimit // "0" read as no quota, as before sizes had units
+	}
+	return int64(*g.kvQuota)
 }
 
 // ExitError asks Main to exit with Code after printing nothing more.
@@ -59,8 +70,13 @@ func NewRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) (err error) {
-			if err := checkEnvSizes("NEKRO_SHARED_QUOTA", "NEKRO_PLUGIN_DATA_QUOTA"); err != nil {
+			if err := checkEnvSizes("NEKRO_SHARED_QUOTA", "NEKRO_PLUGIN_DATA_QUOTA", "NEKRO_KV_QUOTA"); err != nil {
 				return err
+			}
+			for flag, v := range map[string]*byteSize{"--shared-quota": g.sharedQuota, "--plugin-data-quota": g.pluginQuota} {
+				if *v <= 0 {
+					return fmt.Errorf("%s must be a size such as 1GiB: it is the size of a filesystem", flag)
+				}
 			}
 			if g.uidRange, err = uids.ParseRange(g.sandboxUIDs); err != nil {
 				return fmt.Errorf("--sandbox-uids: %w", err)
@@ -71,6 +87,7 @@ func NewRoot() *cobra.Command {
 	}
 	g.sharedQuota = envByteSize("NEKRO_SHARED_QUOTA", runtime.DefaultSharedQuota)
 	g.pluginQuota = envByteSize("NEKRO_PLUGIN_DATA_QUOTA", runtime.DefaultPluginDataQuota)
+	g.kvQuota = envByteSize("NEKRO_KV_QUOTA", kv.DefaultQuotaBytes)
 	root.PersistentFlags().StringVar(&g.dataDir, "data", envOr("NEKRO_DATA_DIR", "data"), "data directory (env NEKRO_DATA_DIR)")
 	root.PersistentFlags().StringVar(&g.python, "python", envOr("NEKRO_PYTHON", "/usr/bin/python3"), "Python interpreter inside the sandbox (env NEKRO_PYTHON)")
 	root.PersistentFlags().StringVar(&g.sandbox, "sandbox", envOr("NEKRO_SANDBOX", "bwrap"), "sandbox backend: bwrap or docker (env NEKRO_SANDBOX)")
@@ -78,7 +95,7 @@ func NewRoot() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.plugins, "plugins", envOr("NEKRO_PLUGINS", "all"), "plugins to enable: all, or a comma-separated list of keys (author.module); nekro.basic is always on (env NEKRO_PLUGINS)")
 	root.PersistentFlags().IntVar(&g.maxRuns, "max-runs", envInt("NEKRO_MAX_RUNS", 8), "sandbox runs at once, across all chats (env NEKRO_MAX_RUNS)")
 	root.PersistentFlags().Int64Var(&g.kvValue, "kv-max-value", envInt("NEKRO_KV_MAX_VALUE", int64(1<<20)), "largest KV value in bytes (env NEKRO_KV_MAX_VALUE)")
-	root.PersistentFlags().Int64Var(&g.kvQuota, "kv-quota", envInt("NEKRO_KV_QUOTA", int64(0)), "bytes each plugin's KV values may take up; 0 for no quota (env NEKRO_KV_QUOTA)")
+	root.PersistentFlags().Var(g.kvQuota, "kv-quota", "disk each plugin's KV values may take up, e.g. 256MiB, or none (env NEKRO_KV_QUOTA)")
 	root.PersistentFlags().StringVar(&g.sandboxUIDs, "sandbox-uids", envOr("NEKRO_SANDBOX_UIDS", uids.DefaultRange.String()),
 		"host uids for chats' sandboxes, FIRST-LAST: each chat gets its own, kept in the database (env NEKRO_SANDBOX_UIDS; used when nekro runs as root)")
 	root.PersistentFlags().Var(g.sharedQuota, "shared-quota",
@@ -162,7 +179,7 @@ func (g *globals) enabledPlugins() ([]*plugin.Plugin, error) {
 // config returns the runtime configuration from the shared flags.
 func (g *globals) config() runtime.Config {
 	return runtime.Config{DataDir: g.dataDir, Python: g.python, Log: g.logger(), Plugins: g.enabled,
-		MaxConcurrentRuns: g.maxRuns, KV: kv.Limits{MaxValueBytes: g.kvValue, QuotaBytes: g.kvQuota},
+		MaxConcurrentRuns: g.maxRuns, KV: kv.Limits{MaxValueBytes: g.kvValue, QuotaBytes: g.kvQuotaBytes(), QuotaHint: kvQuotaHint},
 		SandboxUIDs: g.uidRange, SharedQuota: int64(*g.sharedQuota), SharedInodes: g.sharedInodes,
 		PluginDataQuota: int64(*g.pluginQuota),
 		Sandbox:         g.sandbox, DockerImage: g.image, DockerArgs: strings.Fields(os.Getenv("NEKRO_DOCKER_ARGS")),

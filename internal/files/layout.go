@@ -55,6 +55,25 @@ func NewLayout(dir string) (Layout, error) {
 // VolumesDir holds the filesystem images of chats and plugins.
 func (l Layout) VolumesDir() string { return filepath.Join(l.Root, "volumes") }
 
+// VolumeImage is the filesystem image that holds dir, a chat's uploads or
+// shared directory or a plugin's directory, when volumes bound them; false
+// for any other directory.
+func (l Layout) VolumeImage(dir string) (string, bool) {
+	rel, err := filepath.Rel(l.Root, dir)
+	if err != nil {
+		return "", false
+	}
+	area, name, ok := strings.Cut(filepath.ToSlash(rel), "/")
+	if !ok || name == "" || strings.Contains(name, "/") || name == ".." {
+		return "", false
+	}
+	sub := map[string]string{"uploads": "uploads", "sandboxes": "shared", "plugins": "plugins"}[area]
+	if sub == "" {
+		return "", false
+	}
+	return filepath.Join(l.VolumesDir(), sub, name+".img"), true
+}
+
 // Database is the path of the embedded SQLite database.
 func (l Layout) Database() string { return filepath.Join(l.Root, "nekro.db") }
 

@@ -19,6 +19,11 @@ const (
 	// DefaultMaxValueBytes caps a value at 1 MiB, the size below which the
 	// reference's guide advises the KV store (it never enforced it).
 	DefaultMaxValueBytes = 1 << 20
+	// DefaultQuotaBytes caps what one plugin's values take up, 256 MiB:
+	// far above what the reference's plugins keep, and low enough that a
+	// runaway plugin cannot fill a shared host's disk through the
+	// database (a seed example grew it by 309 MiB in 20 s).
+	DefaultQuotaBytes = 256 << 20
 )
 
 // Limits are the checks the front makes before any write.
@@ -27,9 +32,23 @@ type Limits struct {
 	// negative value means no cap.
 	MaxValueBytes int64
 	// QuotaBytes caps what one plugin's values take up (see Size); 0 means
-	// no quota. It is checked before the write, in the write's
-	// transaction, so concurrent writers cannot overshoot it together.
+	// DefaultQuotaBytes and a negative value no quota. It is checked
+	// before the write, in the write's transaction, so concurrent writers
+	// cannot overshoot it together.
 	QuotaBytes int64
+	// QuotaHint, when set, ends a quota refusal: where the operator
+	// changes the quota (the CLI says "--kv-quota").
+	QuotaHint string
+}
+
+func (l Limits) quota() int64 {
+	switch {
+	case l.QuotaBytes == 0:
+		return DefaultQuotaBytes
+	case l.QuotaBytes < 0:
+		return -1
+	}
+	return l.QuotaBytes
 }
 
 func (l Limits) maxValue() int64 {

@@ -212,8 +212,8 @@ func (n *namespace) checkValue(v string) error {
 
 // checkQuota refuses a change that would put the plugin over its quota.
 func (n *namespace) checkQuota(cur Entry, found bool, u Usage, name, value string) error {
-	q := n.s.lim.QuotaBytes
-	if q <= 0 {
+	q := n.s.lim.quota()
+	if q < 0 {
 		return nil
 	}
 	old := int64(0)
@@ -223,8 +223,11 @@ func (n *namespace) checkQuota(cur Entry, found bool, u Usage, name, value strin
 	size := Size(name, value)
 	after := u.Bytes - old + size
 	if size > old && after > q {
-		return &LimitError{What: "quota of plugin " + n.plugin, Size: after, Limit: q,
-			Extra: fmt.Sprintf("in use %d bytes, this key and value %d bytes", u.Bytes, size)}
+		extra := fmt.Sprintf("in use %d bytes, this key and value %d bytes", u.Bytes, size)
+		if h := n.s.lim.QuotaHint; h != "" {
+			extra += "; " + h
+		}
+		return &LimitError{What: "quota of plugin " + n.plugin, Size: after, Limit: q, Extra: extra}
 	}
 	return nil
 }
@@ -264,7 +267,7 @@ func (n *namespace) Set(ctx context.Context, scope plugin.Scope, name, value str
 		return 0, n.fail("set", scope, name, err)
 	}
 	res := plugin.Created
-	err = n.s.eng.Apply(ctx, k, n.s.lim.QuotaBytes > 0, func(cur Entry, found bool, u Usage) (Change, error) {
+	err = n.s.eng.Apply(ctx, k, n.s.lim.quota() >= 0, func(cur Entry, found bool, u Usage) (Change, error) {
 		if live(cur, found, now) {
 			res = plugin.Updated
 		}
@@ -318,7 +321,7 @@ func (n *namespace) Update(ctx context.Context, scope plugin.Scope, name string,
 	o := plugin.ApplySetOptions(opts)
 	now := n.s.now()
 	var out string
-	err = n.s.eng.Apply(ctx, k, n.s.lim.QuotaBytes > 0, func(cur Entry, found bool, u Usage) (Change, error) {
+	err = n.s.eng.Apply(ctx, k, n.s.lim.quota() >= 0, func(cur Entry, found bool, u Usage) (Change, error) {
 		ok := live(cur, found, now)
 		old, keep := "", time.Time{}
 		if ok {

@@ -28,22 +28,36 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nekro-go/nekro/plugin"
 )
 
 // Defaults and limits. Together they bound what one run can make the host
-// hold: at most MaxConns connections, each buffering at most one request
-// of MaxRequest bytes, answers of at most MaxResult bytes, and a record of
-// at most MaxCallRecords calls.
+// hold, whatever the code sends: at most MaxConns connections, each
+// buffering one request; requests above SmallRequest bytes (up to
+// MaxRequest) read and handled one at a time across the whole run;
+// answers of at most MaxResult bytes; error texts cut to MaxErrorText;
+// and a record of at most MaxCallRecords calls and MaxRecordBytes bytes.
 const (
 	DefaultMaxRequest  = 16 << 20
 	DefaultMaxResult   = 16 << 20
 	DefaultMaxConns    = 8
 	DefaultCallTimeout = 60 * time.Second
 	MaxCallRecords     = 10000
-	maxMethodName      = 128
+	// SmallRequest is the largest request served concurrently with
+	// others; a larger one waits for the run's single large-request slot.
+	SmallRequest = 1 << 20
+	// MaxErrorText is the longest error message answered or recorded:
+	// plugin errors and argument errors that echo what the code sent are
+	// cut here.
+	MaxErrorText = 1 << 10
+	// MaxRecordBytes bounds the method names and error texts one run's
+	// call record keeps; calls past it are counted in Dropped.
+	MaxRecordBytes = 2 << 20
+	maxMethodName  = 128
 )
 
 // Methods resolves a Python name to a method the run may call.
@@ -63,6 +77,10 @@ type Config struct {
 	MaxConns    int           // open connections per run; default 8 (one per process is the norm)
 	CallTimeout time.Duration // per call unless the method sets its own; default 60 s
 	Log         *slog.Logger
+	// DiskFullHint, if set, is added to a method's error when the method
+	// failed because a disk or quota was full (ENOSPC, EDQUOT): which
+	// quota it was and who sets it.
+	DiskFullHint string
 	// OnResult, if set, is called after each successful call, in call order,
 	// with the method and its encoded result (e.g. to record BEHAVIOR
 	// results as system messages as they happen).
@@ -91,13 +109,17 @@ type Server struct {
 	ctx  context.Context // cancelled by Close: ends the run's calls
 	stop context.CancelFunc
 
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	conns   map[net.Conn]struct{}
-	calls   []Call
-	dropped int // calls not recorded once MaxCallRecords were
-	end     *Ending
-	onEnd   func()
+	// large is the run's one slot for requests above SmallRequest.
+	large chan struct{}
+
+	wg          sync.WaitGroup
+	mu          sync.Mutex
+	conns       map[net.Conn]struct{}
+	calls       []Call
+	recordBytes int // method names and errors kept in calls
+	dropped     int // calls not recorded once MaxCallRecords or MaxRecordBytes were reached
+	end         *Ending
+	onEnd       func()
 }
 
 // Listen creates the socket at path and starts serving. Only the host user
@@ -136,7 +158,7 @@ func serve(ctx context.Context, ln net.Listener, cfg Config) *Server {
 		cfg.Log = slog.Default()
 	}
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Server{cfg: cfg, ln: ln, ctx: sctx, stop: stop, conns: map[net.Conn]struct{}{}}
+	s := &Server{cfg: cfg, ln: ln, ctx: sctx, stop: stop, conns: map[net.Conn]struct{}{}, large: make(chan struct{}, 1)}
 	// The run's context ends the calls too.
 	context.AfterFunc(ctx, stop)
 	s.wg.Add(1)
@@ -219,15 +241,15 @@ func (s *Server) Bind(env *plugin.RunEnv, onResult func(m *plugin.MethodInfo, re
 // Addr returns the socket's path.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
-// Calls returns the calls made so far, in order: at most MaxCallRecords;
-// Dropped says how many more were made.
+// Calls returns the calls made so far, in order: at most MaxCallRecords
+// (and MaxRecordBytes); Dropped says how many more were made.
 func (s *Server) Calls() []Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Call(nil), s.calls...)
 }
 
-// Dropped returns how many calls were made beyond MaxCallRecords.
+// Dropped returns how many calls were made beyond what the record keeps.
 func (s *Server) Dropped() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -260,16 +282,24 @@ type response struct {
 
 var errTooLarge = errors.New("request too large")
 
-// readLine reads one newline-terminated line of at most max bytes. An
-// oversized line is consumed and errTooLarge returned, so the connection
-// stays usable.
-func readLine(r *bufio.Reader, max int) ([]byte, error) {
+// readLine reads one newline-terminated line of at most max bytes. Once
+// the line grows past SmallRequest bytes, grow is called first (it waits
+// for the run's large-request slot) and may refuse. An oversized line is
+// consumed and errTooLarge returned, so the connection stays usable.
+func readLine(r *bufio.Reader, max int, grow func() error) ([]byte, error) {
 	var line []byte
-	tooLarge := false
+	tooLarge, grown := false, false
 	for {
 		chunk, err := r.ReadSlice('\n')
 		if !tooLarge {
-			if len(line)+len(chunk) > max+1 {
+			n := len(line) + len(chunk)
+			if n > SmallRequest && !grown {
+				if gerr := grow(); gerr != nil {
+					return nil, gerr
+				}
+				grown = true
+			}
+			if n > max+1 {
 				tooLarge = true
 				line = nil
 			} else {
@@ -296,28 +326,74 @@ func readLine(r *bufio.Reader, max int) ([]byte, error) {
 func (s *Server) serveConn(c net.Conn) {
 	r := bufio.NewReaderSize(c, 64<<10)
 	w := bufio.NewWriterSize(c, 64<<10)
+	holding := false
+	takeLarge := func() error {
+		select {
+		case s.large <- struct{}{}:
+			holding = true
+			return nil
+		case <-s.ctx.Done():
+			return s.ctx.Err()
+		}
+	}
 	for {
-		line, err := readLine(r, s.cfg.MaxRequest)
+		line, err := readLine(r, s.cfg.MaxRequest, takeLarge)
 		var resp response
 		switch {
 		case errors.Is(err, errTooLarge):
 			resp.Error = &rpcError{"too_large", fmt.Sprintf("request larger than the %d MiB limit", s.cfg.MaxRequest>>20)}
 			resp.ID = json.RawMessage("null")
 		case err != nil:
+			if holding {
+				<-s.large
+			}
 			return
 		default:
 			resp = s.handle(line)
 		}
-		b, err := json.Marshal(resp)
-		if err != nil {
-			b, _ = json.Marshal(response{ID: resp.ID, Error: &rpcError{"bad_request", "result cannot be encoded: " + err.Error()}})
+		line = nil
+		err = writeResponse(w, resp)
+		if holding {
+			<-s.large
+			holding = false
 		}
-		w.Write(b)
-		w.WriteByte('\n')
-		if err := w.Flush(); err != nil {
+		if err != nil {
 			return
 		}
 	}
+}
+
+// writeResponse writes resp as one line. A result is written as it is,
+// not copied into a new encoding: it is already valid JSON.
+func writeResponse(w *bufio.Writer, resp response) error {
+	if resp.Error == nil && resp.Result != nil {
+		w.WriteString(`{"id":`)
+		w.Write(resp.ID)
+		w.WriteString(`,"result":`)
+		w.Write(resp.Result)
+		w.WriteString("}\n")
+		return w.Flush()
+	}
+	b, err := json.Marshal(resp)
+	if err != nil {
+		b, _ = json.Marshal(response{ID: resp.ID, Error: &rpcError{"bad_request", "result cannot be encoded: " + err.Error()}})
+	}
+	w.Write(b)
+	w.WriteByte('\n')
+	return w.Flush()
+}
+
+// cutText cuts s to at most max bytes on a UTF-8 boundary, saying how
+// much was left out.
+func cutText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max - 40
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... [%d bytes cut]", s[:cut], len(s)-cut)
 }
 
 func (s *Server) handle(line []byte) response {
@@ -339,14 +415,16 @@ func (s *Server) handle(line []byte) response {
 	}
 	call := Call{Method: name, Duration: d, Micros: d.Microseconds()}
 	if rerr != nil {
+		rerr.Message = cutText(rerr.Message, MaxErrorText)
 		call.Error = rerr.Message
 		resp.Error = rerr
 	} else {
 		resp.Result = result
 	}
 	s.mu.Lock()
-	if len(s.calls) < MaxCallRecords {
+	if size := len(call.Method) + len(call.Error); len(s.calls) < MaxCallRecords && s.recordBytes+size <= MaxRecordBytes {
 		s.calls = append(s.calls, call)
+		s.recordBytes += size
 	} else {
 		s.dropped++
 	}
@@ -420,7 +498,11 @@ func (s *Server) call(req request) (json.RawMessage, *plugin.MethodInfo, *rpcErr
 		if errors.As(o.err, &ae) {
 			return nil, m, &rpcError{"argument", ae.Error()}
 		}
-		return nil, m, &rpcError{"plugin", o.err.Error()}
+		msg := o.err.Error()
+		if s.cfg.DiskFullHint != "" && (errors.Is(o.err, syscall.ENOSPC) || errors.Is(o.err, syscall.EDQUOT)) {
+			msg += " (" + s.cfg.DiskFullHint + ")"
+		}
+		return nil, m, &rpcError{"plugin", msg}
 	}
 	if len(o.result) > s.cfg.MaxResult {
 		return nil, m, &rpcError{"too_large", fmt.Sprintf("%s(): the method's result is %d bytes, over the %d MiB limit", req.Method, len(o.result), s.cfg.MaxResult>>20)}

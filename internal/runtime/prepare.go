@@ -64,6 +64,9 @@ func (rt *Runtime) prepare(chatKey string, limits sandbox.Limits) (*preparedRun,
 		Methods:     runMethods{rt: rt, allowed: pr.methods},
 		CallTimeout: rt.cfg.CallTimeout,
 		Log:         rt.log.With("run", pr.id, "chat", chatKey),
+		DiskFullHint: fmt.Sprintf("a disk quota is full: each plugin's data directory holds at most %d MiB (--plugin-data-quota), "+
+			"each chat's /app/shared and /app/uploads %d MiB and %d files each (--shared-quota, --shared-inodes)",
+			rt.cfg.PluginDataQuota>>20, rt.cfg.SharedQuota>>20, rt.cfg.SharedInodes),
 	}
 	spec := sandbox.Spec{SharedDir: shared, UploadsDir: uploads, UID: uid, GID: gid, Limits: limits}
 	if cp, ok := rt.runner.(sandbox.ConnPasser); ok && cp.PassesConn() {

@@ -61,11 +61,10 @@ func (p *provisioner) ProvideChatDir(kind files.Area, chatKey, dir string) error
 	if p.volumesErr != nil {
 		return ownDir(dir, uid, gid)
 	}
-	sub := "shared"
-	if kind == files.Uploads {
-		sub = "uploads"
+	image, ok := p.rt.layout.VolumeImage(dir)
+	if !ok {
+		return fmt.Errorf("%s is not a chat directory", dir)
 	}
-	image := filepath.Join(p.rt.layout.VolumesDir(), sub, filepath.Base(dir)+".img")
 	return p.acquire(ctx, image, dir, volume.Spec{Bytes: p.rt.cfg.SharedQuota, Inodes: p.rt.cfg.SharedInodes,
 		UID: uid, GID: gid, Mode: 0o700})
 }
@@ -74,7 +73,10 @@ func (p *provisioner) ProvidePluginDir(pluginKey, dir string) error {
 	if p.volumesErr != nil {
 		return ownDir(dir, -1, -1)
 	}
-	image := filepath.Join(p.rt.layout.VolumesDir(), "plugins", pluginKey+".img")
+	image, ok := p.rt.layout.VolumeImage(dir)
+	if !ok {
+		return fmt.Errorf("%s is not a plugin directory", dir)
+	}
 	return p.acquire(context.Background(), image, dir, volume.Spec{Bytes: p.rt.cfg.PluginDataQuota,
 		Inodes: p.rt.cfg.SharedInodes, UID: -1, Mode: 0o700, Journal: true})
 }
