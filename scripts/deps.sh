@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages nekro needs, only those that are missing:
 # bubblewrap (the sandbox) and Debian's python3 (the sandbox's
-# interpreter). With "test", also chromium (the web UI's browser test)
+# interpreter) and e2fsprogs (volumes). With "test", also chromium (the web UI's browser test)
 # and the PostgreSQL server the KV conformance suite runs on (docker.io
 # comes with .ci/docker.sh).
 set -euo pipefail
@@ -9,9 +9,12 @@ set -euo pipefail
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 [ -x /usr/bin/python3 ] || need+=(python3)
+# Chat and plugin directories become ext4 volumes when nekro runs as root.
+command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /sbin/mkfs.ext4 ] || need+=(e2fsprogs)
 if [ "${1:-}" = test ]; then
   command -v pg_createcluster >/dev/null 2>&1 || need+=(postgresql postgresql-contrib)
   command -v pgrep >/dev/null 2>&1 || need+=(procps)
+  command -v ip >/dev/null 2>&1 || need+=(iproute2)         # the SSRF test's network namespace
   command -v chromium >/dev/null 2>&1 || need+=(chromium)   # the web UI's browser test
   # The seccomp test checks that the data-science stack keeps working.
   /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1 || need+=(python3-numpy)

@@ -319,6 +319,9 @@ func saveImage(ctx *plugin.Ctx, a SaveImageArgs) (string, error) {
 	defer images.Close()
 	// The Root of images/ refuses "../config.json" as well as "/etc/x":
 	// the AI's file name cannot reach the rest of the plugin's files.
+	if err := checkNameLen(a.Filename); err != nil {
+		return "", err
+	}
 	if err := images.WriteFile(a.Filename, a.ImageData, 0o644); err != nil {
 		return "", fmt.Errorf("save image %q: %w", a.Filename, err)
 	}
@@ -472,6 +475,9 @@ func exportData(ctx *plugin.Ctx, a ExportArgs) (string, error) {
 		return "", err
 	}
 	defer exports.Close()
+	if err := checkNameLen(a.Filename); err != nil {
+		return "", err
+	}
 	if err := exports.WriteFile(a.Filename, []byte(a.DataContent), 0o644); err != nil {
 		return "", fmt.Errorf("export %q: %w", a.Filename, err)
 	}
@@ -511,6 +517,9 @@ func downloadModel(ctx *plugin.Ctx, a DownloadModelArgs) (string, error) {
 		return "", err
 	}
 	defer models.Close()
+	if err := checkNameLen(a.ModelName); err != nil {
+		return "", err
+	}
 	file := a.ModelName + ".model"
 	n, err := saveAtomic(models, file, func(w io.Writer) (int64, error) {
 		return ctx.FS().Download(ctx, a.ModelURL, w)
@@ -650,6 +659,16 @@ func subRoot(dir string) (*os.Root, error) {
 		return nil, err
 	}
 	return root.OpenRoot(dir)
+}
+
+// checkNameLen refuses a name longer than a file name can be before it
+// reaches an os.Root: resolving a megabytes-long path of "a/a/a/..." costs
+// seconds and hundreds of MiB, and the AI chooses these names.
+func checkNameLen(name string) error {
+	if len(name) > 255 {
+		return fmt.Errorf("file name of %d bytes: at most 255", len(name))
+	}
+	return nil
 }
 
 // chatRoot opens dir/<chat>/ (created if missing) in the plugin's

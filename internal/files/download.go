@@ -126,9 +126,16 @@ func (d *downloader) explain(ctx context.Context, shown string, err error) error
 // address.
 var ErrPrivateAddress = errors.New("address is not public")
 
-type blockedAddrError struct{ addr netip.Addr }
+type blockedAddrError struct {
+	addr netip.Addr
+	own  bool // an address of this host
+}
 
 func (e *blockedAddrError) Error() string {
+	if e.own {
+		return fmt.Sprintf("refused to connect to %s: %v (it is an address of this host, which reaches the host's own services; the operator can allow it with %s=1)",
+			e.addr, ErrPrivateAddress, AllowPrivateEnv)
+	}
 	return fmt.Sprintf("refused to connect to %s: %v (loopback, private and link-local addresses are blocked; the operator can allow them with %s=1)",
 		e.addr, ErrPrivateAddress, AllowPrivateEnv)
 }
@@ -145,7 +152,28 @@ func guardDial(network, address string, _ syscall.RawConn) error {
 	if !PublicAddr(ap.Addr()) {
 		return &blockedAddrError{addr: ap.Addr()}
 	}
+	if own, err := hostAddr(ap.Addr()); err != nil || own {
+		// A public address of the host's own reaches every service bound
+		// to 0.0.0.0 or ::, which may trust local callers.
+		return &blockedAddrError{addr: ap.Addr(), own: true}
+	}
 	return nil
+}
+
+// hostAddr reports whether addr is an address of one of this host's
+// interfaces. They are listed at each connection: addresses come and go.
+func hostAddr(addr netip.Addr) (bool, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false, fmt.Errorf("list the host's addresses: %w", err)
+	}
+	addr = addr.Unmap()
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Unmap() == addr {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // nonPublic lists ranges that are not reachable on the public internet

@@ -197,7 +197,9 @@ func makeImage(ctx context.Context, image string, spec Spec) error {
 	}
 	args := []string{"-q", "-F", "-m", "0", "-E", "nodiscard"}
 	if spec.Inodes > 0 {
-		args = append(args, "-N", strconv.FormatInt(spec.Inodes, 10))
+		// At most one inode per 4 KiB: the inode tables (256 bytes each)
+		// then take at most a sixteenth of the image, and mkfs accepts it.
+		args = append(args, "-N", strconv.FormatInt(min(spec.Inodes, spec.Bytes/4096), 10))
 	}
 	switch {
 	case spec.Journal && spec.Bytes >= 64<<20:

@@ -91,8 +91,8 @@ func (r *Runner) CheckMountSource(dir string) error {
 			return fmt.Errorf("parent %s: %w", d, err)
 		}
 		if st.Mode().Perm()&0o001 == 0 {
-			return fmt.Errorf("%s is not reachable by the sandbox user (uid %d): %s is not traversable; "+
-				"run `chmod o+x %s` or choose another --data directory", dir, uid, d, d)
+			return fmt.Errorf("%s is not reachable by sandboxes (they run as other uids): %s is not traversable; "+
+				"run `chmod o+x %s` or choose another --data directory", dir, d, d)
 		}
 		if d == "/" {
 			return nil
