@@ -269,3 +269,25 @@ print("ERRORS", errors)
 		t.Errorf("the run's record is %d MiB, %d calls left out", len(r.stdout)>>20, res.NotRecorded)
 	}
 }
+
+// `nekro doctor` says which protections are in force: all of them when
+// nekro runs as root on a host with loop devices, and a warning for what
+// the operator turned off.
+func TestDoctorReportsProtections(t *testing.T) {
+	requireRoot(t)
+	data := testutil.DataDir(t)
+	r := nekro(t, nil, nil, "", "doctor", "--data", data)
+	if r.code != 0 {
+		t.Fatalf("doctor: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, w := range []string{"ok   inherited descriptors", "ok   clean sandbox environment", "ok   RPC by descriptor",
+		"ok   seccomp filter: denies", "ok   a uid per chat", "ok   bounded directories", "ok   download guard", "ok   KV quota: 256MiB"} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("doctor does not report %q:\n%s", w, r.stdout)
+		}
+	}
+	r = nekro(t, []string{"NEKRO_KV_QUOTA=none"}, nil, "", "doctor", "--data", data)
+	if !strings.Contains(r.stdout, "warn KV quota: none") {
+		t.Errorf("doctor does not warn of an unbounded KV store:\n%s", r.stdout)
+	}
+}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
-	"github.com/nekro-go/nekro/internal/sandbox/bwrap"
 )
 
 func init() { subcommands = append(subcommands, newDoctorCmd) }
@@ -31,12 +30,18 @@ func newDoctorCmd(g *globals) *cobra.Command {
 				return fmt.Errorf("sandbox: %w", err)
 			}
 			fmt.Fprintln(out, "ok   sandbox backend starts")
-			if b, ok := rt.Runner().(*bwrap.Runner); ok {
-				if b.Cgroups != nil {
-					fmt.Fprintln(out, "ok   per-run cgroups limit each run's memory and processes")
-				} else {
-					fmt.Fprintf(out, "warn no per-run cgroups (%v): memory and process limits bind each process alone\n", b.CgroupsErr)
+			fmt.Fprintln(out, "ok   inherited descriptors: everything above stderr is closed on exec at start, sandboxes get only their own")
+			for _, p := range rt.Protections() {
+				state := "ok  "
+				if !p.Active {
+					state = "warn"
 				}
+				fmt.Fprintf(out, "%s %s: %s\n", state, p.Name, p.Detail)
+			}
+			if q := g.kvQuotaBytes(); q < 0 {
+				fmt.Fprintln(out, "warn KV quota: none (--kv-quota none): a plugin can grow the database without bound")
+			} else {
+				fmt.Fprintf(out, "ok   KV quota: %s per plugin (--kv-quota)\n", (*byteSize)(&q))
 			}
 			res, err := rt.Exec(ctx, runtime.ExecRequest{ChatKey: "__doctor__", Limits: sandbox.Limits{Timeout: 20 * time.Second},
 				Code: `import socket

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/nekro-go/nekro/internal/files"
+	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/internal/volume"
 )
 
@@ -127,4 +128,35 @@ func (p *provisioner) close() {
 		}
 		delete(p.vols, dir)
 	}
+}
+
+// Protections lists the sandbox backend's defences and the runtime's own
+// (per-chat uids, bounded directories, the download guard) and whether
+// each is in force on this host: what `nekro doctor` reports.
+func (rt *Runtime) Protections() []sandbox.Protection {
+	var ps []sandbox.Protection
+	if p, ok := rt.runner.(sandbox.Protector); ok {
+		ps = p.Protections()
+	}
+	if rt.uids != nil {
+		ps = append(ps, sandbox.Protection{Name: "a uid per chat", Active: true,
+			Detail: fmt.Sprintf("each chat's sandboxes run as its own uid from %s; its directories are closed to other chats and host users", rt.uids.Range())})
+	} else {
+		ps = append(ps, sandbox.Protection{Name: "a uid per chat",
+			Detail: "off: nekro does not run as root, so every sandbox runs as nekro's own uid and chats are kept apart by their mounts only"})
+	}
+	if rt.provision.volumes() {
+		ps = append(ps, sandbox.Protection{Name: "bounded directories", Active: true,
+			Detail: fmt.Sprintf("each chat's /app/shared and /app/uploads is a volume of %d MiB and %d files, each plugin's data directory one of %d MiB: writes past them fail while they happen",
+				rt.cfg.SharedQuota>>20, rt.cfg.SharedInodes, rt.cfg.PluginDataQuota>>20)})
+	} else {
+		ps = append(ps, sandbox.Protection{Name: "bounded directories",
+			Detail: fmt.Sprintf("off (%v): /app/shared is only emptied after a run that left more than %d MiB; plugin data directories are unbounded", rt.provision.volumesErr, rt.cfg.SharedQuota>>20)})
+	}
+	if rt.cfg.Files.AllowPrivateNetworks {
+		ps = append(ps, sandbox.Protection{Name: "download guard", Detail: "off: plugins' downloads may reach private, loopback and this host's own addresses (" + files.AllowPrivateEnv + ")"})
+	} else {
+		ps = append(ps, sandbox.Protection{Name: "download guard", Active: true, Detail: "plugins' downloads reach only public addresses that are not this host's own"})
+	}
+	return ps
 }
