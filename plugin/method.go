@@ -52,9 +52,11 @@ type Method struct {
 	Name string
 	// Description is one line for people (CLI, web UI).
 	Description string
-	// Doc is the full text the AI reads: a summary line, then Args:,
-	// Returns: and Example: sections. It becomes the stub's docstring and the
-	// method's entry in the prompt.
+	// Doc is the full text the AI reads: a summary line, then Returns:
+	// and Example: sections. It becomes the stub's docstring and the
+	// method's entry in the prompt, with an Args: section made from the
+	// parameters' `jsonschema:"..."` tags (one written here is replaced;
+	// a parameter without a tag keeps its line from it).
 	Doc string
 	// Timeout bounds one call; zero means the runtime's default. The call's
 	// Ctx is cancelled when it passes, and the caller gets an error.
@@ -113,7 +115,8 @@ func (e *ArgumentError) Error() string {
 //
 // In must be a struct: its exported fields, in order, are the Python
 // parameters. The json tag names a parameter, `jsonschema:"..."` describes
-// it, and omitempty or a pointer makes it optional (default None, or the
+// it (the text becomes its line in the Args: section the AI reads), and
+// omitempty or a pointer makes it optional (default None, or the
 // JSON literal in a `default:"..."` tag). Out must fit the method type:
 // any JSON-encodable value for Tool, string for Agent and Behavior,
 // []ContentPart for MultimodalAgent.

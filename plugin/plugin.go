@@ -9,15 +9,15 @@
 //	})
 //
 //	type SumArgs struct {
-//		Num1 int `json:"num1" doc:"the first addend"`
-//		Num2 int `json:"num2" doc:"the second addend"`
+//		Num1 int `json:"num1" jsonschema:"the first addend"`
+//		Num2 int `json:"num2" jsonschema:"the second addend"`
 //	}
 //
 //	func init() {
 //		plugin.MountSandboxMethod(p, plugin.Method{
 //			Type: plugin.Tool, Name: "my_sum_function",
 //			Description: "Adds two integers.",
-//			Doc: "Add two integers.\n\nArgs:\n    num1 (int): ...",
+//			Doc: "Add two integers.\n\nReturns:\n    int: the sum.",
 //		}, func(ctx *plugin.Ctx, a SumArgs) (int, error) { return a.Num1 + a.Num2, nil })
 //		plugin.Register(p)
 //	}

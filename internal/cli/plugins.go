@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nekro-go/nekro/internal/pysig"
 	"github.com/nekro-go/nekro/internal/registry"
 )
 
@@ -31,7 +32,7 @@ func newPluginsCmd(g *globals) *cobra.Command {
 				m := p.Meta()
 				fmt.Fprintf(tw, "%s\t%s %s\t%s\n", p.Key(), m.Name, m.Version, m.Description)
 				for _, mi := range p.Methods() {
-					fmt.Fprintf(tw, "  %s\t%s\t%s\n", mi.Type, registry.Signature(mi), mi.Description)
+					fmt.Fprintf(tw, "  %s\t%s\t%s\n", mi.Type, pysig.Signature(mi), mi.Description)
 				}
 			}
 			return tw.Flush()

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/nekro-go/nekro/internal/pysig"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -206,30 +207,16 @@ func (r *Registry) RenderMethods() string {
 		}
 		fmt.Fprintf(&b, "<plugin name=%q module_name=%q>\n<predefined_methods>\n", p.Meta().Name, p.Meta().ModuleName)
 		for _, m := range ms {
-			fmt.Fprintf(&b, "* %s", Signature(m))
+			fmt.Fprintf(&b, "* %s", pysig.Signature(m))
 			if m.Type.EndsRun() {
 				b.WriteString(" - **[AGENT METHOD - STOP AFTER CALL]**")
 			}
 			b.WriteString("\n")
-			for _, line := range strings.Split(strings.TrimSpace(m.Doc), "\n") {
+			for _, line := range strings.Split(pysig.Doc(m), "\n") {
 				b.WriteString("    " + line + "\n")
 			}
 		}
 		b.WriteString("</predefined_methods>\n</plugin>\n")
 	}
 	return b.String()
-}
-
-// Signature renders a method's Python signature, e.g.
-// "my_sum_function(num1: int, num2: int) -> int".
-func Signature(m *plugin.MethodInfo) string {
-	var parts []string
-	for _, p := range m.Params() {
-		s := p.Name + ": " + p.PyType
-		if p.Optional {
-			s += " = " + p.DefaultPy
-		}
-		parts = append(parts, s)
-	}
-	return fmt.Sprintf("%s(%s) -> %s", m.Name, strings.Join(parts, ", "), m.ResultPyType())
 }

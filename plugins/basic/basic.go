@@ -18,16 +18,14 @@ import (
 )
 
 func init() {
+	// The Args blocks the AI reads come from the jsonschema tags of
+	// TextArgs and FileArgs.
 	plugin.MountSandboxMethod(p, plugin.Method{
 		Type: plugin.Tool, Name: "send_msg_text", Description: "发送聊天消息文本",
 		Doc: `Send a text message to the chat.
 
 Attention: do not expose technical ids or keys in the message. Send only
 content you are sure of; you cannot take a message back.
-
-Args:
-    chat_key (str): the chat's key; always pass _ck (other chats are refused).
-    message_text (str): the message, not empty.
 
 Example:
     send_msg_text(_ck, f"Hello, 1 + 1 = {1 + 1}")`,
@@ -40,10 +38,6 @@ Example:
 Images are shown as images, anything else as a file attachment. The file
 must be under /app/shared or /app/uploads (write your files to
 /app/shared); an http(s) URL is downloaded by the host first.
-
-Args:
-    chat_key (str): the chat's key; always pass _ck (other chats are refused).
-    file_path (str): e.g. "/app/shared/chart.png", or an http(s) URL.
 
 Example:
     with open("/app/shared/report.txt", "w") as f:
@@ -65,14 +59,14 @@ var p = plugin.New(plugin.Meta{
 
 // TextArgs are send_msg_text's parameters.
 type TextArgs struct {
-	ChatKey     string `json:"chat_key" jsonschema:"the chat's key: pass _ck"`
+	ChatKey     string `json:"chat_key" jsonschema:"the chat's key; always pass _ck (other chats are refused)"`
 	MessageText string `json:"message_text" jsonschema:"the message to send"`
 }
 
 // FileArgs are send_msg_file's parameters.
 type FileArgs struct {
-	ChatKey  string `json:"chat_key" jsonschema:"the chat's key: pass _ck"`
-	FilePath string `json:"file_path" jsonschema:"a path under /app/shared or /app/uploads, or an http(s) URL"`
+	ChatKey  string `json:"chat_key" jsonschema:"the chat's key; always pass _ck (other chats are refused)"`
+	FilePath string `json:"file_path" jsonschema:"a path under /app/shared or /app/uploads, e.g. \"/app/shared/chart.png\", or an http(s) URL"`
 }
 
 // ownChat refuses a chat key other than the run's.

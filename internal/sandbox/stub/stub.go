@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/nekro-go/nekro/internal/pysig"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -37,13 +38,8 @@ func APICaller(methods []*plugin.MethodInfo) ([]byte, error) {
 	all := []string{`"NekroError"`, `"PluginError"`}
 	for _, m := range methods {
 		all = append(all, fmt.Sprintf("%q", m.Name))
-		var sig, args []string
+		var args []string
 		for _, p := range m.Params() {
-			s := p.Name + ": " + p.PyType
-			if p.Optional {
-				s += " = " + p.DefaultPy
-			}
-			sig = append(sig, s)
 			args = append(args, fmt.Sprintf("%q: %s", p.Name, p.Name))
 		}
 		result := m.ResultPyType()
@@ -52,9 +48,9 @@ func APICaller(methods []*plugin.MethodInfo) ([]byte, error) {
 		}
 		data.Methods = append(data.Methods, stubMethod{
 			Name:      m.Name,
-			Signature: strings.Join(sig, ", "),
+			Signature: pysig.Params(m),
 			Result:    result,
-			Doc:       docstring(m.Doc),
+			Doc:       docstring(pysig.Doc(m)),
 			Kind:      kind(m.Type),
 			ArgsDict:  "{" + strings.Join(args, ", ") + "}",
 		})

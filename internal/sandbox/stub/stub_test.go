@@ -12,13 +12,14 @@ import (
 )
 
 // The generated module must be valid Python with real signatures and
-// docstrings, whatever the doc text contains.
+// docstrings, whatever the doc text contains; the parameters' tag text
+// reaches the docstring's Args block.
 func TestAPICallerIsValidPythonWithRealSignatures(t *testing.T) {
 	p := plugin.New(plugin.Meta{ModuleName: "m", Author: "a"})
 	plugin.MountSandboxMethod(p, plugin.Method{Type: plugin.Tool, Name: "find",
 		Doc: "Find things.\n\nTricky: \"\"\" and \\n and a trailing quote\""},
 		func(*plugin.Ctx, struct {
-			Query string   `json:"query"`
+			Query string   `json:"query" jsonschema:"what to look for, \"quoted\" or not"`
 			Limit int      `json:"limit,omitempty" default:"5"`
 			Tags  []string `json:"tags,omitempty"`
 		}) ([]string, error) {
@@ -47,7 +48,7 @@ print(inspect.signature(api_caller.show))
 	for _, w := range []string{
 		"['NekroError', 'PluginError', 'find', 'show']",
 		"(query: 'str', limit: 'int' = 5, tags: 'list[str]' = None) -> 'list[str]'",
-		`'Find things.\n\nTricky: """ and \\n and a trailing quote"'`,
+		`'Find things.\n\nTricky: """ and \\n and a trailing quote"\n\nArgs:\n    query (str): what to look for, "quoted" or not\n    limit (int)\n    tags (list[str])'`,
 		"() -> 'list[dict]'",
 	} {
 		if !strings.Contains(string(out), w) {
