@@ -430,8 +430,15 @@ func (p *process) removeGroup() {
 	}
 	p.removeOnce.Do(func() {
 		p.removing.Go(func() {
-			for i := 0; i < 100 && p.group.Remove() != nil; i++ {
-				time.Sleep(20 * time.Millisecond)
+			// The group goes once its last process has exited; on a busy
+			// host, processes the OOM killer or Kill hit can take seconds.
+			deadline := time.Now().Add(30 * time.Second)
+			for wait := 10 * time.Millisecond; p.group.Remove() != nil; wait = min(2*wait, 500*time.Millisecond) {
+				if time.Now().After(deadline) {
+					return // the sweep at the next start removes it
+				}
+				p.group.KillAll()
+				time.Sleep(wait)
 			}
 		})
 	})

@@ -158,6 +158,22 @@ func (g *Group) OOMKilled() bool {
 	return eventCount(filepath.Join(g.dirs[0], "memory.oom_control"), "oom_kill") > 0
 }
 
+// KillAll sends SIGKILL to every process still in the group (a process
+// that escaped the run's process tree, or one still exiting).
+func (g *Group) KillAll() {
+	for _, d := range g.dirs {
+		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+}
+
 // Remove deletes the group; its processes must have exited.
 func (g *Group) Remove() error {
 	var errs []error
