@@ -508,12 +508,17 @@ func runRecord(turn *chat.Turn, iteration int, code string, res *runtime.ExecRes
 		Calls: calls, Note: res.Note, AgentMethod: res.AgentMethod, AgentResult: result}
 }
 
-// Exec runs code in the chat's sandbox without a model (the playground):
-// what plugins send lands in the chat, and the run is recorded.
-func (a *Agent) Exec(ctx context.Context, chatKey, userID, code string) (*runtime.ExecResult, error) {
+// Exec runs code in the chat's sandbox without a model (the API's
+// playground, `nekro exec`): what plugins send lands in the chat, BEHAVIOR
+// results are recorded as system messages, and the run is recorded, as in
+// a turn. Zero fields of limits keep the agent's.
+func (a *Agent) Exec(ctx context.Context, chatKey, userID, code string, limits sandbox.Limits) (*runtime.ExecResult, error) {
+	if limits == (sandbox.Limits{}) {
+		limits = a.cfg.Limits
+	}
 	snd := a.chats.Sender(chatKey, 0)
 	res, err := a.rt.Exec(ctx, runtime.ExecRequest{
-		ChatKey: chatKey, UserID: userID, Code: code, Limits: a.cfg.Limits,
+		ChatKey: chatKey, UserID: userID, Code: code, Limits: limits,
 		Chat: snd,
 		OnResult: func(m *plugin.MethodInfo, result json.RawMessage) {
 			if m.Type == plugin.Behavior {
@@ -531,10 +536,18 @@ func (a *Agent) Exec(ctx context.Context, chatKey, userID, code string) (*runtim
 }
 
 // Reset stops the chat's turn in progress, if any, clears the chat's
-// history and runs every plugin's on-channel-reset hooks.
+// history, discards its warm sandboxes and runs every plugin's
+// on-channel-reset hooks. The API and `nekro chats reset` both reset
+// through here.
 func (a *Agent) Reset(ctx context.Context, chatKey string) error {
+	_, err := a.ResetCount(ctx, chatKey)
+	return err
+}
+
+// ResetCount is Reset, also saying how many messages were deleted.
+func (a *Agent) ResetCount(ctx context.Context, chatKey string) (int64, error) {
 	if err := files.ValidateKey("chat", chatKey); err != nil {
-		return err
+		return 0, err
 	}
 	a.mu.Lock()
 	st := a.stateOf(chatKey)
@@ -545,13 +558,14 @@ func (a *Agent) Reset(ctx context.Context, chatKey string) error {
 	a.mu.Unlock()
 	st.busy.Lock()
 	defer st.busy.Unlock()
-	if _, err := a.chats.Reset(ctx, chatKey); err != nil {
-		return err
+	n, err := a.chats.Reset(ctx, chatKey)
+	if err != nil {
+		return 0, err
 	}
 	if err := a.rt.ResetChat(ctx, chatKey); err != nil {
-		return fmt.Errorf("chat %s was reset, but: %w", chatKey, err)
+		return n, fmt.Errorf("chat %s was reset, but: %w", chatKey, err)
 	}
-	return nil
+	return n, nil
 }
 
 // Shutdown stops taking messages and lets the turns in progress finish

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nekro-go/nekro/internal/app"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/plugin"
@@ -73,12 +74,13 @@ func Spine(ctx context.Context, w io.Writer, dataDir, python string, opt SpineOp
 		opt.Calls = 10000
 	}
 	p := benchPlugin()
-	rt, err := runtime.Open(ctx, runtime.Config{DataDir: dataDir, Python: python, Plugins: []*plugin.Plugin{p},
-		Limits: sandbox.Limits{Timeout: 10 * time.Minute, OutputBytes: 64 << 20}})
+	coldApp, err := app.Open(ctx, app.Config{DataDir: dataDir, Runtime: runtime.Config{Python: python, Plugins: []*plugin.Plugin{p},
+		Limits: sandbox.Limits{Timeout: 10 * time.Minute, OutputBytes: 64 << 20}}})
 	if err != nil {
 		return err
 	}
-	defer rt.Close(ctx)
+	defer coldApp.Close(ctx)
+	rt := coldApp.Runtime
 	if python == "" {
 		python = "/usr/bin/python3"
 	}
@@ -88,12 +90,13 @@ func Spine(ctx context.Context, w io.Writer, dataDir, python string, opt SpineOp
 	// starts on request. Warm: the runtime keeps a started sandbox per
 	// active chat (Config.WarmSpares, what `nekro serve` uses); the chat's
 	// previous run ended 50 ms earlier, less than any model reply takes.
-	warmRT, err := runtime.Open(ctx, runtime.Config{DataDir: dataDir + "-warm", Python: python,
-		Plugins: []*plugin.Plugin{p}, WarmSpares: true})
+	warmApp, err := app.Open(ctx, app.Config{DataDir: dataDir + "-warm", Runtime: runtime.Config{Python: python,
+		Plugins: []*plugin.Plugin{p}, WarmSpares: true}})
 	if err != nil {
 		return err
 	}
-	defer warmRT.Close(ctx)
+	defer warmApp.Close(ctx)
+	warmRT := warmApp.Runtime
 	var bare, cold, warm, inProc []time.Duration
 	timed := func(r *runtime.Runtime) (time.Duration, *runtime.ExecResult, error) {
 		t := time.Now()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nekro-go/nekro/internal/app"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
 )
@@ -20,11 +21,12 @@ func newDoctorCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
 			ctx := cmd.Context()
-			rt, err := runtime.Open(ctx, g.config())
+			a, err := app.Open(ctx, g.config())
 			if err != nil {
 				return fmt.Errorf("data directory and plugins: %w", err)
 			}
-			defer rt.Close(ctx)
+			defer a.Close(ctx)
+			rt := a.Runtime
 			fmt.Fprintf(out, "ok   data directory %s\n", rt.Layout().Root)
 			if err := rt.Runner().Check(ctx); err != nil {
 				return fmt.Errorf("sandbox: %w", err)

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nekro-go/nekro/internal/app"
 	chatpkg "github.com/nekro-go/nekro/internal/chat"
-	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
 )
 
@@ -45,19 +45,16 @@ The exit status is 0 when the code ends normally, else its stop type:
 				return fmt.Errorf("read code: %w", err)
 			}
 			ctx := cmd.Context()
-			rt, err := runtime.Open(ctx, g.config())
+			a, err := app.Open(ctx, g.config())
 			if err != nil {
 				return err
 			}
-			defer rt.Close(ctx)
+			defer a.Close(ctx)
 			// What the code sends to the chat (send_msg_text, ctx.SendText)
 			// lands in the chat's history, as in a turn, and is echoed to
-			// stderr so stdout stays what the code printed.
-			chats, err := chatpkg.Open(ctx, rt.Database(), rt.Layout(), g.logger())
-			if err != nil {
-				return err
-			}
-			defer chats.Close()
+			// stderr so stdout stays what the code printed. The run is
+			// recorded as the API's playground records it.
+			chats := a.Chats
 			events, stopEvents := chats.Subscribe(chat)
 			echoed := make(chan struct{})
 			go func() {
@@ -73,15 +70,11 @@ The exit status is 0 when the code ends normally, else its stop type:
 				}
 			}()
 			for _, u := range uploads {
-				if _, err := rt.ImportUpload(ctx, chat, u); err != nil {
+				if _, err := a.Runtime.ImportUpload(ctx, chat, u); err != nil {
 					return err
 				}
 			}
-			res, err := rt.Exec(ctx, runtime.ExecRequest{
-				ChatKey: chat, UserID: user, Code: string(code),
-				Limits: sandbox.Limits{Timeout: timeout},
-				Chat:   chats.Sender(chat, 0),
-			})
+			res, err := a.Agent.Exec(ctx, chat, user, string(code), sandbox.Limits{Timeout: timeout})
 			stopEvents()
 			<-echoed
 			if err != nil {

@@ -10,9 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nekro-go/nekro/internal/app"
 	"github.com/nekro-go/nekro/internal/files"
-	"github.com/nekro-go/nekro/internal/kv"
-	"github.com/nekro-go/nekro/internal/kv/kvopen"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -20,7 +19,6 @@ func init() { subcommands = append(subcommands, newKVCmd) }
 
 // kvFlags are the flags of every kv subcommand.
 type kvFlags struct {
-	database   string
 	plugin     string
 	chat, user string
 }
@@ -37,33 +35,33 @@ func (f *kvFlags) scope() plugin.Scope {
 	return plugin.Global()
 }
 
-// open opens the store the server uses: the same data directory and
-// database URL.
-func (f *kvFlags) open(cmd *cobra.Command, g *globals) (*kv.Store, plugin.Store, error) {
+// open opens the store the server uses (the same data directory and
+// database) and the plugin's namespace in it.
+func (f *kvFlags) open(cmd *cobra.Command, g *globals) (*app.App, plugin.Store, error) {
 	if f.plugin == "" {
 		return nil, nil, fmt.Errorf("--plugin is required (a plugin key, author.module; see nekro plugins)")
 	}
-	st, err := f.openStore(cmd, g)
+	a, err := f.openStore(cmd, g)
 	if err != nil {
 		return nil, nil, err
 	}
-	return st, st.For(f.plugin), nil
+	return a, a.Store.For(f.plugin), nil
 }
 
 // openStore opens the store with the operator's limits (--kv-max-value,
-// --kv-quota), as the server does.
-func (f *kvFlags) openStore(cmd *cobra.Command, g *globals) (*kv.Store, error) {
-	layout, err := files.NewLayout(g.dataDir)
-	if err != nil {
-		return nil, err
-	}
-	if f.database == "" {
+// --kv-quota), as the server does; closing the App closes it.
+func (f *kvFlags) openStore(cmd *cobra.Command, g *globals) (*app.App, error) {
+	cfg := g.config()
+	if cfg.DatabaseURL == "" {
+		layout, err := files.NewLayout(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
 		if _, err := os.Stat(layout.Database()); err != nil {
 			return nil, fmt.Errorf("no database at %s (wrong --data?)", layout.Database())
 		}
 	}
-	return kvopen.Open(cmd.Context(), kvopen.Config{DatabaseURL: f.database, SQLitePath: layout.Database(),
-		Limits: kv.Limits{MaxValueBytes: g.kvValue, QuotaBytes: g.kvQuotaBytes(), QuotaHint: kvQuotaHint}, Log: g.logger()})
+	return app.OpenStore(cmd.Context(), cfg)
 }
 
 func newKVCmd(g *globals) *cobra.Command {
@@ -79,7 +77,6 @@ chat's (--chat), a user's across chats (--user), or a user's in one chat
 nekro.db, or the PostgreSQL database of --database / NEKRO_DATABASE_URL.`,
 	}
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&f.database, "database", os.Getenv(kvopen.EnvDatabaseURL), "database URL (env NEKRO_DATABASE_URL); empty means the data directory's SQLite file")
 	pf.StringVar(&f.plugin, "plugin", "", "plugin key, author.module (required)")
 	pf.StringVar(&f.chat, "chat", "", "chat key of the scope")
 	pf.StringVar(&f.user, "user", "", "user key of the scope")
@@ -208,7 +205,7 @@ many values it deleted per plugin.`,
 				return err
 			}
 			defer st.Close(cmd.Context())
-			erased, err := st.EraseUser(cmd.Context(), args[0])
+			erased, err := st.Store.EraseUser(cmd.Context(), args[0])
 			keys := make([]string, 0, len(erased))
 			for k := range erased {
 				keys = append(keys, k)
@@ -237,7 +234,7 @@ many values it deleted per plugin.`,
 				return err
 			}
 			defer st.Close(cmd.Context())
-			u, err := st.Usage(cmd.Context(), f.plugin)
+			u, err := st.Store.Usage(cmd.Context(), f.plugin)
 			if err != nil {
 				return err
 			}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nekro-go/nekro/internal/app"
+	"github.com/nekro-go/nekro/internal/db"
 	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/kv"
 	"github.com/nekro-go/nekro/internal/runtime"
@@ -25,6 +27,7 @@ import (
 // globals are the flags every subcommand shares.
 type globals struct {
 	dataDir  string
+	database string // database URL; "" is SQLite in the data directory
 	python   string
 	logLevel string
 	sandbox  string
@@ -89,6 +92,8 @@ func NewRoot() *cobra.Command {
 	g.pluginQuota = envByteSize("NEKRO_PLUGIN_DATA_QUOTA", runtime.DefaultPluginDataQuota)
 	g.kvQuota = envByteSize("NEKRO_KV_QUOTA", kv.DefaultQuotaBytes)
 	root.PersistentFlags().StringVar(&g.dataDir, "data", envOr("NEKRO_DATA_DIR", "data"), "data directory (env NEKRO_DATA_DIR)")
+	root.PersistentFlags().StringVar(&g.database, "database", os.Getenv(db.EnvDatabaseURL),
+		"database URL, e.g. postgres://... (env "+db.EnvDatabaseURL+"); empty means SQLite in the data directory")
 	root.PersistentFlags().StringVar(&g.python, "python", envOr("NEKRO_PYTHON", "/usr/bin/python3"), "Python interpreter inside the sandbox (env NEKRO_PYTHON)")
 	root.PersistentFlags().StringVar(&g.sandbox, "sandbox", envOr("NEKRO_SANDBOX", "bwrap"), "sandbox backend: bwrap or docker (env NEKRO_SANDBOX)")
 	root.PersistentFlags().StringVar(&g.image, "docker-image", envOr("NEKRO_DOCKER_IMAGE", "nekro-sandbox"), "image of the docker sandbox backend (env NEKRO_DOCKER_IMAGE)")
@@ -176,14 +181,15 @@ func (g *globals) enabledPlugins() ([]*plugin.Plugin, error) {
 	return out, nil
 }
 
-// config returns the runtime configuration from the shared flags.
-func (g *globals) config() runtime.Config {
-	return runtime.Config{DataDir: g.dataDir, Python: g.python, Log: g.logger(), Plugins: g.enabled,
-		MaxConcurrentRuns: g.maxRuns, KV: kv.Limits{MaxValueBytes: g.kvValue, QuotaBytes: g.kvQuotaBytes(), QuotaHint: kvQuotaHint},
-		SandboxUIDs: g.uidRange, SharedQuota: int64(*g.sharedQuota), SharedInodes: g.sharedInodes,
-		PluginDataQuota: int64(*g.pluginQuota),
-		Sandbox:         g.sandbox, DockerImage: g.image, DockerArgs: strings.Fields(os.Getenv("NEKRO_DOCKER_ARGS")),
-		Files: files.Options{AllowPrivateNetworks: envTrue(files.AllowPrivateEnv)}}
+// config returns the configuration the shared flags describe.
+func (g *globals) config() app.Config {
+	return app.Config{DataDir: g.dataDir, DatabaseURL: g.database, Log: g.logger(),
+		KV: kv.Limits{MaxValueBytes: g.kvValue, QuotaBytes: g.kvQuotaBytes(), QuotaHint: kvQuotaHint},
+		Runtime: runtime.Config{Python: g.python, Plugins: g.enabled, MaxConcurrentRuns: g.maxRuns,
+			SandboxUIDs: g.uidRange, SharedQuota: int64(*g.sharedQuota), SharedInodes: g.sharedInodes,
+			PluginDataQuota: int64(*g.pluginQuota),
+			Sandbox:         g.sandbox, DockerImage: g.image, DockerArgs: strings.Fields(os.Getenv("NEKRO_DOCKER_ARGS")),
+			Files: files.Options{AllowPrivateNetworks: envTrue(files.AllowPrivateEnv)}}}
 }
 
 // envTrue reports whether the environment variable name is set to 1, true

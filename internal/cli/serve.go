@@ -38,26 +38,26 @@ until --shutdown-timeout, then their runs are stopped.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			rc := g.config()
-			rc.WarmSpares = true
-			rc.SharedIdle = 30 * time.Minute
-			llm := agent.LLMConfigFromEnv()
-			llm.BaseURL, llm.Model = baseURL, model
+			ac := g.config()
+			ac.Runtime.WarmSpares = true
+			ac.Runtime.SharedIdle = 30 * time.Minute
+			ac.LLM = agent.LLMConfigFromEnv()
+			ac.LLM.BaseURL, ac.LLM.Model = baseURL, model
+			ac.Agent = agent.Config{MaxIterations: maxIterations}
+			llm := ac.LLM
 			srv, err := server.Start(ctx, server.Options{
 				Listen:          listen,
-				Runtime:         rc,
-				LLM:             llm,
-				Agent:           agent.Config{MaxIterations: maxIterations, Log: rc.Log},
+				App:             ac,
 				Token:           os.Getenv(server.EnvAPIToken),
 				TokenOut:        cmd.OutOrStdout(),
 				ShutdownTimeout: shutdownTimeout,
-				Log:             rc.Log,
+				Log:             ac.Log,
 			})
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "nekro: serving on http://%s (data %s)\n", srv.Addr, rc.DataDir)
+			fmt.Fprintf(out, "nekro: serving on http://%s (data %s)\n", srv.Addr, ac.DataDir)
 			if srv.Model != "" {
 				fmt.Fprintf(out, "nekro: model %s at %s\n", srv.Model, llm.BaseURL)
 			} else {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nekro-go/nekro/internal/app/apptest"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/testutil"
 	"github.com/nekro-go/nekro/plugin"
@@ -16,7 +17,7 @@ import (
 // A sandbox's /app/shared is emptied once idle for Config.SharedIdle, and
 // not while it is in use.
 func TestIdleSharedDirectoriesAreEmptied(t *testing.T) {
-	rt, err := runtime.Open(context.Background(), runtime.Config{
+	rt, err := apptest.OpenRuntime(t, runtime.Config{
 		DataDir: testutil.DataDir(t), Plugins: []*plugin.Plugin{testPlugin()}, SharedIdle: 800 * time.Millisecond,
 	})
 	if err != nil {

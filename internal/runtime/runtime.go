@@ -26,8 +26,8 @@ import (
 	"github.com/nekro-go/nekro/plugin"
 )
 
-// Config configures a Runtime. The zero value (plus DataDir) is a working
-// single-machine setup.
+// Config configures a Runtime. The zero value plus DataDir, DB and Store
+// is a working single-machine setup.
 type Config struct {
 	DataDir string // default "./data"
 	Python  string // interpreter inside the sandbox; default /usr/bin/python3
@@ -80,13 +80,12 @@ type Config struct {
 	// Files tunes the file bridge: download cap, timeout, and whether
 	// downloads may reach private addresses.
 	Files files.Options
-	// DatabaseURL selects the plugin KV store's database: "" means SQLite
-	// in data/nekro.db (or NEKRO_DATABASE_URL when set), "postgres://..."
-	// PostgreSQL.
-	DatabaseURL string
-	// KV limits plugin values and, optionally, each plugin's total bytes.
-	KV  kv.Limits
-	Log *slog.Logger
+	// DB is the database the chats' sandbox uids are kept in, and Store
+	// the plugins' KV store on it; both required, both opened and closed
+	// by the caller (see internal/app).
+	DB    db.Handle
+	Store *kv.Store
+	Log   *slog.Logger
 }
 
 // Defaults of the disk a chat and a plugin may take.
@@ -108,10 +107,10 @@ type Runtime struct {
 	spares    *spares  // nil unless Config.WarmSpares
 	janitor   *janitor // nil unless Config.SharedIdle
 	store     *kv.Store
-	db        db.Handle       // shared by the KV store and the chat service
 	uids      *uids.Allocator // nil when sandboxes run as nekro's own uid
 	provision *provisioner
 	bg        sync.WaitGroup
+	closeOnce sync.Once
 }
 
 // Open prepares the data directory, checks the plugins and runs their init
@@ -122,6 +121,9 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
+	}
+	if cfg.Store == nil || (cfg.DB.SQLite == nil && cfg.DB.Postgres == nil) {
+		return nil, fmt.Errorf("runtime: a database and a KV store are required (internal/app opens them)")
 	}
 	if cfg.SharedQuota <= 0 {
 		cfg.SharedQuota = DefaultSharedQuota
@@ -148,7 +150,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plugins: %w", err)
 	}
-	rt := &Runtime{cfg: cfg, layout: layout, registry: reg, log: cfg.Log,
+	rt := &Runtime{cfg: cfg, layout: layout, registry: reg, log: cfg.Log, store: cfg.Store,
 		runSlots: make(chan struct{}, cfg.MaxConcurrentRuns)}
 	rt.runner = cfg.Runner
 	if rt.runner == nil {
@@ -194,18 +196,13 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		}
 		rt.spares = &spares{byKey: map[string]*spare{}, starting: map[string]bool{}, max: cfg.MaxSpares, idle: cfg.SpareIdle}
 	}
-	if err := rt.openStore(ctx); err != nil {
-		return nil, err
-	}
 	if o, ok := rt.runner.(sandbox.Owner); ok {
 		if uid, _ := o.SandboxUID(); uid >= 0 {
 			rng := cfg.SandboxUIDs
 			if rng == (uids.Range{}) {
 				rng = uids.DefaultRange
 			}
-			if rt.uids, err = uids.Open(ctx, rt.db, rng); err != nil {
-				rt.store.Close(ctx)
-				rt.db.Close()
+			if rt.uids, err = uids.Open(ctx, cfg.DB, rng); err != nil {
 				return nil, err
 			}
 		}
@@ -226,8 +223,14 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	return rt, nil
 }
 
-// Close ends the warm sandboxes and runs the plugins' cleanup hooks.
+// Close ends the warm sandboxes and runs the plugins' cleanup hooks. The
+// database and the KV store stay open: they are the caller's.
 func (rt *Runtime) Close(ctx context.Context) error {
+	rt.closeOnce.Do(func() { rt.close(ctx) })
+	return nil
+}
+
+func (rt *Runtime) close(ctx context.Context) {
 	if rt.janitor != nil {
 		rt.janitor.close()
 	}
@@ -243,17 +246,10 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	if rt.uids != nil {
 		rt.uids.Close()
 	}
-	if err := rt.store.Close(ctx); err != nil {
-		rt.log.Error("close kv store", "err", err)
-	}
-	if err := rt.db.Close(); err != nil {
-		rt.log.Error("close database", "err", err)
-	}
 	if rt.runsDir != "" {
 		os.Remove(filepath.Join(rt.runsDir, "seccomp.json"))
 		os.Remove(rt.runsDir) // empty unless runs are still going
 	}
-	return nil
 }
 
 // Registry returns the enabled plugins.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nekro-go/nekro/internal/app/apptest"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/internal/testutil"
@@ -86,7 +87,7 @@ func testPlugin() *plugin.Plugin {
 
 func open(t testing.TB) *runtime.Runtime {
 	t.Helper()
-	rt, err := runtime.Open(context.Background(), runtime.Config{
+	rt, err := apptest.OpenRuntime(t, runtime.Config{
 		DataDir: testutil.DataDir(t), Plugins: []*plugin.Plugin{testPlugin()},
 		Limits: sandbox.Limits{Timeout: 20 * time.Second},
 	})
@@ -476,16 +477,18 @@ func TestRunLimitsBindTheWholeRun(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("per-run cgroups need a root host; rlimits alone apply")
 	}
+	// Only this process's groups: other test packages run sandboxes at
+	// the same time.
 	groups := func() map[string]bool {
 		m := map[string]bool{}
-		found, _ := filepath.Glob("/sys/fs/cgroup/*/nekro/run-*")
+		found, _ := filepath.Glob(fmt.Sprintf("/sys/fs/cgroup/*/nekro/run-%d-*", os.Getpid()))
 		for _, g := range found {
 			m[g] = true
 		}
 		return m
 	}
 	before := groups()
-	rt, err := runtime.Open(context.Background(), runtime.Config{
+	rt, err := apptest.OpenRuntime(t, runtime.Config{
 		DataDir: testutil.DataDir(t), Plugins: []*plugin.Plugin{testPlugin()},
 		Limits: sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 256 << 20, Processes: 32, TmpBytes: 16 << 20},
 	})
@@ -544,7 +547,7 @@ except OSError as e:
 // A sandbox that fills /app/shared past its quota gets it emptied, and
 // the run says so.
 func TestSharedQuotaEmptiesAnOverfullSandbox(t *testing.T) {
-	rt, err := runtime.Open(context.Background(), runtime.Config{
+	rt, err := apptest.OpenRuntime(t, runtime.Config{
 		DataDir: testutil.DataDir(t), Plugins: []*plugin.Plugin{testPlugin()}, SharedQuota: 4 << 20,
 		NoVolumes: true, // the fallback where volumes cannot be made
 	})
@@ -650,7 +653,7 @@ else:
 // At most Config.MaxConcurrentRuns sandboxes run at once; the others wait
 // their turn instead of failing.
 func TestConcurrentRunsAreBounded(t *testing.T) {
-	rt, err := runtime.Open(context.Background(), runtime.Config{
+	rt, err := apptest.OpenRuntime(t, runtime.Config{
 		DataDir: testutil.DataDir(t), Plugins: []*plugin.Plugin{testPlugin()}, MaxConcurrentRuns: 2,
 	})
 	if err != nil {
@@ -696,7 +699,7 @@ func TestCleanupHooksRunOnClose(t *testing.T) {
 	p := plugin.New(plugin.Meta{ModuleName: "cleanup_probe", Author: "nekro"})
 	cleaned := 0
 	p.OnCleanup(func(context.Context) error { cleaned++; return nil })
-	rt, err := runtime.Open(context.Background(), runtime.Config{DataDir: testutil.DataDir(t), Plugins: []*plugin.Plugin{p}})
+	rt, err := apptest.OpenRuntime(t, runtime.Config{DataDir: testutil.DataDir(t), Plugins: []*plugin.Plugin{p}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nekro-go/nekro/internal/app/apptest"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/internal/testutil"
@@ -21,7 +22,7 @@ func sandboxesOf(dir string) int {
 
 func TestWarmSparesServeTheNextRunWithItsOwnIdentity(t *testing.T) {
 	data := testutil.DataDir(t)
-	rt, err := runtime.Open(context.Background(), runtime.Config{DataDir: data, Plugins: []*plugin.Plugin{testPlugin()},
+	rt, err := apptest.OpenRuntime(t, runtime.Config{DataDir: data, Plugins: []*plugin.Plugin{testPlugin()},
 		WarmSpares: true, Limits: sandbox.Limits{Timeout: 20 * time.Second}})
 	if err != nil {
 		t.Fatal(err)

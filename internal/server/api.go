@@ -14,6 +14,7 @@ import (
 	"github.com/nekro-go/nekro/internal/agent"
 	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/files"
+	"github.com/nekro-go/nekro/internal/sandbox"
 )
 
 // Request body caps.
@@ -193,7 +194,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "code is empty")
 		return
 	}
-	res, err := s.agent.Exec(r.Context(), key, req.UserID, req.Code)
+	res, err := s.agent.Exec(r.Context(), key, req.UserID, req.Code, sandbox.Limits{})
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return

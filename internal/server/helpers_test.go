@@ -15,8 +15,8 @@ import (
 	_ "github.com/nekro-go/nekro/examples/all"
 	"github.com/nekro-go/nekro/internal/agent"
 	"github.com/nekro-go/nekro/internal/agent/llmtest"
+	"github.com/nekro-go/nekro/internal/app"
 	"github.com/nekro-go/nekro/internal/chat"
-	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/server"
 	"github.com/nekro-go/nekro/internal/testutil"
 	"github.com/nekro-go/nekro/plugin"
@@ -49,13 +49,13 @@ func startEnv(t testing.TB, script llmtest.Script, tweak func(*server.Options)) 
 		e.model = m
 	}
 	e.opts = server.Options{
-		Listen:  "127.0.0.1:0",
-		Runtime: runtime.Config{DataDir: e.dataDir},
-		Token:   testToken,
-		Log:     slog.New(slog.DiscardHandler),
+		Listen: "127.0.0.1:0",
+		App:    app.Config{DataDir: e.dataDir},
+		Token:  testToken,
+		Log:    slog.New(slog.DiscardHandler),
 	}
 	if e.model != nil {
-		e.opts.LLM = agent.LLMConfig{BaseURL: e.model.URL, Model: "scripted-model", APIKey: "model-key", RetryBase: time.Millisecond}
+		e.opts.App.LLM = agent.LLMConfig{BaseURL: e.model.URL, Model: "scripted-model", APIKey: "model-key", RetryBase: time.Millisecond}
 	}
 	if tweak != nil {
 		tweak(&e.opts)

@@ -110,7 +110,7 @@ func TestLargeMethodResultsAreCut(t *testing.T) {
 		}
 		return llmtest.Code(`big_agent(5 << 20)`)
 	}, func(o *server.Options) {
-		o.Runtime.Plugins = append(plugin.Registered(), bigResults())
+		o.App.Runtime.Plugins = append(plugin.Registered(), bigResults())
 	})
 	res := e.exec("c-big", "", `big_behavior(5 << 20)`)
 	if res.StopType != "NORMAL" {

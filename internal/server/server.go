@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nekro-go/nekro/internal/agent"
+	"github.com/nekro-go/nekro/internal/app"
 	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/runtime"
 )
@@ -29,16 +30,15 @@ const (
 	EnvAPIToken = "NEKRO_API_TOKEN"
 )
 
-// Options configure a server. The zero value (plus Runtime.DataDir) is a
-// working setup: SQLite in the data directory (Runtime.DatabaseURL or
-// NEKRO_DATABASE_URL choose another database for the KV store and the
-// chats alike), bubblewrap sandboxes, a generated token, and no model
-// until LLM names one.
+// Options configure a server. The zero value (plus App.DataDir) is a
+// working setup: SQLite in the data directory (App.DatabaseURL chooses
+// another database for the KV store and the chats alike), bubblewrap
+// sandboxes, a generated token, and no model until App.LLM names one.
 type Options struct {
-	Listen  string         // default 127.0.0.1:8021
-	Runtime runtime.Config // data directory, interpreter, limits, plugins
-	LLM     agent.LLMConfig
-	Agent   agent.Config
+	Listen string // default 127.0.0.1:8021
+	// App is what the server serves: data directory, database, sandboxes,
+	// plugins, model. Start assembles it with app.Open.
+	App app.Config
 	// Token is the API token; empty means the one stored in the data
 	// directory, generated (and written to TokenOut) on first start.
 	Token    string
@@ -60,6 +60,7 @@ type Server struct {
 
 	opts   Options
 	log    *slog.Logger
+	app    *app.App
 	rt     *runtime.Runtime
 	chats  *chat.Service
 	agent  *agent.Agent
@@ -83,11 +84,8 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	if opts.Runtime.Log == nil {
-		opts.Runtime.Log = opts.Log
-	}
-	if opts.Agent.Log == nil {
-		opts.Agent.Log = opts.Log
+	if opts.App.Log == nil {
+		opts.App.Log = opts.Log
 	}
 	s := &Server{opts: opts, log: opts.Log, streamsDone: make(chan struct{}), served: make(chan error, 1)}
 	var cleanups []func()
@@ -107,36 +105,15 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	s.Addr = s.ln.Addr().String()
 	cleanups = append(cleanups, func() { s.ln.Close() })
 
-	s.rt, err = runtime.Open(ctx, opts.Runtime)
+	a, err := app.Open(ctx, opts.App)
 	if err != nil {
 		return nil, err
 	}
-	cleanups = append(cleanups, func() { s.rt.Close(context.WithoutCancel(ctx)) })
+	cleanups = append(cleanups, func() { a.Close(context.WithoutCancel(ctx)) })
+	s.app, s.rt, s.chats, s.agent, s.Model = a, a.Runtime, a.Chats, a.Agent, a.Model
 	if err := s.rt.Runner().Check(ctx); err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-
-	// Chats live in the runtime's database, next to the KV store.
-	s.chats, err = chat.Open(ctx, s.rt.Database(), s.rt.Layout(), opts.Log)
-	if err != nil {
-		return nil, err
-	}
-	cleanups = append(cleanups, func() { s.chats.Close() })
-
-	var model agent.Model
-	if err := opts.LLM.Check(); err != nil {
-		opts.Agent.NoModel = err
-		if !errors.Is(err, agent.ErrNoModel) || opts.LLM.BaseURL != "" || opts.LLM.Model != "" {
-			s.log.Warn("model configuration incomplete", "err", err)
-		}
-	} else {
-		c, err := agent.NewClient(opts.LLM)
-		if err != nil {
-			return nil, err
-		}
-		model, s.Model = c, c.Model()
-	}
-	s.agent = agent.New(s.rt, s.chats, model, opts.Agent)
 
 	s.Token = opts.Token
 	if s.Token == "" {
@@ -179,14 +156,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.http.Close()
 		errs = append(errs, fmt.Errorf("http: %w", err))
 	}
-	if err := s.agent.Shutdown(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	if err := s.chats.Close(); err != nil {
-		errs = append(errs, err)
-	}
-	// The runtime closes the database the chats used.
-	if err := s.rt.Close(context.WithoutCancel(ctx)); err != nil {
+	// The agent lets turns finish until ctx ends; then the runtime stops
+	// what still runs, and the database closes last.
+	if err := s.app.Close(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	if err := <-s.served; err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/nekro-go/nekro/internal/agent/llmtest"
+	"github.com/nekro-go/nekro/internal/app"
 	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/db"
 	"github.com/nekro-go/nekro/internal/kv/kvtest"
-	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/server"
 	"github.com/nekro-go/nekro/plugin"
 )
@@ -276,7 +276,7 @@ func TestEventStream(t *testing.T) {
 func TestResetClearsHistoryAndFiresHook(t *testing.T) {
 	resets := make(chan string, 4)
 	e := startEnv(t, echoScript(0), func(o *server.Options) {
-		o.Runtime.Plugins = append(plugin.Registered(), resetRecorder(resets))
+		o.App.Runtime.Plugins = append(plugin.Registered(), resetRecorder(resets))
 	})
 	e.post("c-reset", "u1", "Jo", "hello")
 	e.waitTurns("c-reset", 1)
@@ -389,7 +389,7 @@ func waitRequests(t *testing.T, m *llmtest.Server, n int) {
 // survive a restart.
 func TestPostgresKeepsChatsAcrossRestart(t *testing.T) {
 	u := kvtest.FreshSchema(t, kvtest.PostgresURL(t))
-	e := startEnv(t, echoScript(0), func(o *server.Options) { o.Runtime.DatabaseURL = u })
+	e := startEnv(t, echoScript(0), func(o *server.Options) { o.App.DatabaseURL = u })
 	e.post("c-pg", "u1", "Pat", "stored in postgres")
 	e.waitTurns("c-pg", 1)
 	before := e.history("c-pg")
@@ -427,7 +427,7 @@ func TestStartOnBusyAddress(t *testing.T) {
 	dir := t.TempDir()
 	var out bytes.Buffer
 	_, err := server.Start(context.Background(), server.Options{Listen: e.srv.Addr,
-		Runtime: runtime.Config{DataDir: dir}, TokenOut: &out})
+		App: app.Config{DataDir: dir}, TokenOut: &out})
 	if err == nil || !strings.Contains(err.Error(), "address already in use") {
 		t.Fatalf("start on a busy address: %v", err)
 	}

@@ -252,7 +252,7 @@ send_msg_text(_ck, str(ratio))`)
 func TestTurnGivesUpAfterMaxIterations(t *testing.T) {
 	e := startEnv(t, func(r llmtest.Request) llmtest.Reply {
 		return llmtest.Code(`raise RuntimeError("still broken")`)
-	}, func(o *server.Options) { o.Agent.MaxIterations = 2 })
+	}, func(o *server.Options) { o.App.Agent.MaxIterations = 2 })
 	e.post("c-max", "u1", "Fay", "try")
 	turns := e.waitTurns("c-max", 1)
 	if n := len(e.model.Requests()); n != 2 {

@@ -345,7 +345,9 @@ func (r *Runner) Start(spec sandbox.Spec) (sandbox.Process, error) {
 	if r.Cgroups != nil {
 		var b [8]byte
 		rand.Read(b[:])
-		if group, err = r.Cgroups.New("run-"+hex.EncodeToString(b[:]), l.MemoryBytes, l.Processes); err != nil {
+		// The host pid in the name tells whose run a group was.
+		name := fmt.Sprintf("run-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
+		if group, err = r.Cgroups.New(name, l.MemoryBytes, l.Processes); err != nil {
 			return fail(err)
 		}
 	}

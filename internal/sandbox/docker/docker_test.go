@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nekro-go/nekro/internal/app/apptest"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/internal/sandbox/docker"
@@ -52,7 +53,7 @@ func TestDockerBackendRunsTheSameContract(t *testing.T) {
 	if err := r.Check(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	rt, err := runtime.Open(context.Background(), runtime.Config{DataDir: testutil.DataDir(t), Runner: r,
+	rt, err := apptest.OpenRuntime(t, runtime.Config{DataDir: testutil.DataDir(t), Runner: r,
 		Plugins: []*plugin.Plugin{testPlugin()}, Limits: sandbox.Limits{Timeout: 60 * time.Second}})
 	if err != nil {
 		t.Fatal(err)

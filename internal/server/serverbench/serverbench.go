@@ -24,6 +24,7 @@ import (
 
 	"github.com/nekro-go/nekro/internal/agent"
 	"github.com/nekro-go/nekro/internal/agent/llmtest"
+	"github.com/nekro-go/nekro/internal/app"
 	"github.com/nekro-go/nekro/internal/bench"
 	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/runtime"
@@ -86,12 +87,13 @@ func Run(ctx context.Context, w io.Writer, opt Options) (*Result, error) {
 
 	// The baseline: the same code as a bare sandboxed run, in a runtime
 	// configured as the server's (warm spares on).
-	rt, err := runtime.Open(ctx, runtime.Config{DataDir: filepath.Join(opt.DataDir, "bare"), Python: opt.Python,
-		WarmSpares: true, Log: opt.Log})
+	bareApp, err := app.Open(ctx, app.Config{DataDir: filepath.Join(opt.DataDir, "bare"), Log: opt.Log,
+		Runtime: runtime.Config{Python: opt.Python, WarmSpares: true}})
 	if err != nil {
 		return nil, err
 	}
-	defer rt.Close(context.WithoutCancel(ctx))
+	defer bareApp.Close(context.WithoutCancel(ctx))
+	rt := bareApp.Runtime
 
 	// Turns: the model answers every request at once with the same code.
 	model, err := llmtest.Start(func(r llmtest.Request) llmtest.Reply {
@@ -106,11 +108,12 @@ func Run(ctx context.Context, w io.Writer, opt Options) (*Result, error) {
 	}
 	defer model.Close()
 	srv, err := server.Start(ctx, server.Options{
-		Listen:  "127.0.0.1:0",
-		Runtime: runtime.Config{DataDir: filepath.Join(opt.DataDir, "serve"), Python: opt.Python, WarmSpares: !opt.NoSpares},
-		LLM:     agent.LLMConfig{BaseURL: model.URL, Model: "instant"},
-		Token:   "bench",
-		Log:     opt.Log,
+		Listen: "127.0.0.1:0",
+		App: app.Config{DataDir: filepath.Join(opt.DataDir, "serve"),
+			Runtime: runtime.Config{Python: opt.Python, WarmSpares: !opt.NoSpares},
+			LLM:     agent.LLMConfig{BaseURL: model.URL, Model: "instant"}},
+		Token: "bench",
+		Log:   opt.Log,
 	})
 	if err != nil {
 		return nil, err
