@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nekro-go/nekro/internal/keys"
 )
 
 // MethodType decides what happens to a sandbox method's result.
@@ -124,7 +126,7 @@ func (e *ArgumentError) Error() string {
 // Mistakes panic, naming the plugin and the method: call it from init().
 func MountSandboxMethod[In, Out any](p *Plugin, m Method, fn func(ctx *Ctx, args In) (Out, error)) {
 	where := fmt.Sprintf("plugin %s: method %q", p.Key(), m.Name)
-	if !identRE.MatchString(m.Name) || strings.HasPrefix(m.Name, "_") || pyKeywords[m.Name] {
+	if !keys.Ident(m.Name) || strings.HasPrefix(m.Name, "_") || pyKeywords[m.Name] {
 		panic(where + ": name must be a Python identifier, not a keyword, not starting with _")
 	}
 	if fn == nil {
@@ -219,14 +221,11 @@ func paramsOf(t reflect.Type) ([]Param, error) {
 		if f.Anonymous {
 			return nil, fmt.Errorf("embedded field %s is not supported; name the field", f.Name)
 		}
-		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" {
+		name, optional, ok := jsonField(f)
+		if !ok {
 			continue
 		}
-		if name == "" {
-			name = f.Name
-		}
-		if !identRE.MatchString(name) || pyKeywords[name] {
+		if !keys.Ident(name) || pyKeywords[name] {
 			return nil, fmt.Errorf("field %s: parameter name %q is not a Python identifier", f.Name, name)
 		}
 		if seen[name] {
@@ -236,8 +235,7 @@ func paramsOf(t reflect.Type) ([]Param, error) {
 		if err := checkGoType(f.Type, false); err != nil {
 			return nil, fmt.Errorf("field %s: %v", f.Name, err)
 		}
-		p := Param{Name: name, Doc: f.Tag.Get("jsonschema"), PyType: pyType(f.Type), goType: f.Type, field: f.Index}
-		p.Optional = f.Type.Kind() == reflect.Pointer || slices.Contains(strings.Split(opts, ","), "omitempty")
+		p := Param{Name: name, Doc: f.Tag.Get("jsonschema"), PyType: pyType(f.Type), Optional: optional, goType: f.Type, field: f.Index}
 		if def, ok := f.Tag.Lookup("default"); ok {
 			if !p.Optional {
 				return nil, fmt.Errorf("field %s has a default but is not optional (add omitempty or use a pointer)", f.Name)

@@ -44,10 +44,11 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"sync"
+
+	"github.com/nekro-go/nekro/internal/keys"
 )
 
 // Meta describes a plugin. Its key, Author + "." + ModuleName, names the
@@ -89,15 +90,13 @@ type Plugin struct {
 	host HostServices // set by the runtime before init hooks run
 }
 
-var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 // New validates meta and returns a plugin ready for methods and hooks.
 // It panics when ModuleName or Author is not a valid identifier.
 func New(meta Meta) *Plugin {
-	if !identRE.MatchString(meta.ModuleName) {
+	if !keys.Ident(meta.ModuleName) {
 		panic(fmt.Sprintf("plugin: module name %q must be letters, digits and _, not starting with a digit", meta.ModuleName))
 	}
-	if !identRE.MatchString(meta.Author) {
+	if !keys.Ident(meta.Author) {
 		panic(fmt.Sprintf("plugin %s: author %q must be letters, digits and _, not starting with a digit", meta.ModuleName, meta.Author))
 	}
 	if meta.Name == "" {

@@ -237,16 +237,12 @@ func checkStruct(t reflect.Type, m map[string]any) error {
 		if !f.IsExported() {
 			continue
 		}
-		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" {
+		name, optional, ok := jsonField(f)
+		if !ok {
 			continue
-		}
-		if name == "" {
-			name = f.Name
 		}
 		known[name] = true
 		v, ok := m[name]
-		optional := f.Type.Kind() == reflect.Pointer || strings.Contains(opts, "omitempty")
 		if !ok {
 			if !optional {
 				return fmt.Errorf("is missing key %q (%s)", name, pyType(f.Type))
@@ -319,4 +315,20 @@ func writePy(b *strings.Builder, v any) {
 		}
 		b.WriteByte('}')
 	}
+}
+
+// jsonField reads a struct field as encoding/json does: its JSON name
+// (the tag's, else the field's), whether it is optional (a pointer, or
+// omitempty among the tag's options), and false for a field the tag
+// leaves out ("-").
+func jsonField(f reflect.StructField) (name string, optional, ok bool) {
+	name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+	if name == "-" {
+		return "", false, false
+	}
+	if name == "" {
+		name = f.Name
+	}
+	optional = f.Type.Kind() == reflect.Pointer || slices.Contains(strings.Split(opts, ","), "omitempty")
+	return name, optional, true
 }

@@ -30,7 +30,7 @@ import (
 	"time"
 
 	"github.com/nekro-go/nekro/internal/chat"
-	"github.com/nekro-go/nekro/internal/files"
+	"github.com/nekro-go/nekro/internal/keys"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/plugin"
@@ -144,10 +144,10 @@ func (a *Agent) Post(ctx context.Context, in Incoming) (chat.Message, error) {
 	if a.model == nil {
 		return chat.Message{}, a.cfg.NoModel
 	}
-	if err := files.ValidateKey("chat", in.ChatKey); err != nil {
+	if err := keys.Scope("chat", in.ChatKey); err != nil {
 		return chat.Message{}, err
 	}
-	if err := files.ValidateKey("user", in.UserID); err != nil {
+	if err := keys.Scope("user", in.UserID); err != nil {
 		return chat.Message{}, err
 	}
 	if strings.TrimSpace(in.Text) == "" {
@@ -546,7 +546,7 @@ func (a *Agent) Reset(ctx context.Context, chatKey string) error {
 
 // ResetCount is Reset, also saying how many messages were deleted.
 func (a *Agent) ResetCount(ctx context.Context, chatKey string) (int64, error) {
-	if err := files.ValidateKey("chat", chatKey); err != nil {
+	if err := keys.Scope("chat", chatKey); err != nil {
 		return 0, err
 	}
 	a.mu.Lock()

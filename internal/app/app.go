@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/nekro-go/nekro/internal/agent"
@@ -141,6 +142,12 @@ func (a *App) openStore(ctx context.Context, cfg Config) error {
 		return err
 	}
 	a.Layout = layout
+	// Sandboxes run as other uids and must traverse to their directories:
+	// the data directory (and any parent made here) is 0711, not db.Open's
+	// 0700.
+	if err := os.MkdirAll(layout.Root, 0o711); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
 	h, err := db.Open(ctx, cfg.DatabaseURL, layout.Database(), cfg.SQLite)
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nekro-go/nekro/internal/db"
 	"github.com/nekro-go/nekro/internal/files"
+	"github.com/nekro-go/nekro/internal/keys"
 )
 
 // Database is where the chat tables live: set exactly one field, the same
@@ -80,7 +81,7 @@ func fromMicros(us int64) time.Time {
 // A text over MaxTextBytes is refused (ErrTextTooLong), whoever wrote it:
 // cut the host's own texts with TruncateText first.
 func (s *Service) AddMessage(ctx context.Context, m Message) (Message, error) {
-	if err := files.ValidateKey("chat", m.ChatKey); err != nil {
+	if err := keys.Scope("chat", m.ChatKey); err != nil {
 		return Message{}, err
 	}
 	if len(m.Text) > MaxTextBytes {

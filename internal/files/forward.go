@@ -40,7 +40,7 @@ func (f *FS) MixedForwardFile(ctx context.Context, src any, fileName string) (st
 	switch s := src.(type) {
 	case string:
 		switch {
-		case IsURL(s):
+		case plugin.IsURL(s):
 			return f.forwardURL(ctx, s, name)
 		case strings.HasPrefix(s, "data:"):
 			return f.forwardDataURI(ctx, s, name)

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nekro-go/nekro/internal/keys"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -55,7 +56,7 @@ var containerKeyRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,200}$`)
 // NewFS returns the file bridge of the run described by run. An empty
 // run.ContainerKey means the chat's default sandbox, ContainerKey(chatKey).
 func NewFS(l Layout, run plugin.RunInfo, opts Options) (*FS, error) {
-	if err := ValidateKey("chat", run.ChatKey); err != nil {
+	if err := keys.Scope("chat", run.ChatKey); err != nil {
 		return nil, fmt.Errorf("file bridge: %w", err)
 	}
 	if run.ContainerKey == "" {

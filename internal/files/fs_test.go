@@ -215,7 +215,7 @@ func TestSeedHelpers(t *testing.T) {
 	if _, err := fsys.SandboxUploadPath(".."); err == nil {
 		t.Error("SandboxUploadPath(\"..\") accepted")
 	}
-	if !IsURL("https://x.org/a") || !IsURL("http://x") || IsURL("httpfoo") || IsURL("/app/shared/x") {
+	if !plugin.IsURL("https://x.org/a") || !plugin.IsURL("http://x") || plugin.IsURL("httpfoo") || plugin.IsURL("/app/shared/x") {
 		t.Error("IsURL misjudges")
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/nekro-go/nekro/internal/keys"
 )
 
 // Layout names the places under a data directory:
@@ -124,26 +126,6 @@ func (l Layout) SharedDir(containerKey string) string {
 // RunsDir holds one directory per running sandbox run.
 func (l Layout) RunsDir() string { return filepath.Join(l.Root, "runs") }
 
-// MaxChatKeyLen is the longest chat or user key accepted (the reference's
-// VARCHAR(256) columns).
-const MaxChatKeyLen = 256
-
-// ValidateKey checks a chat or user key: non-empty, at most 256 bytes of
-// UTF-8 without control characters.
-func ValidateKey(kind, key string) error {
-	switch {
-	case key == "":
-		return fmt.Errorf("%s key is empty", kind)
-	case len(key) > MaxChatKeyLen:
-		return fmt.Errorf("%s key is %d bytes, over the limit of %d", kind, len(key), MaxChatKeyLen)
-	case !utf8.ValidString(key):
-		return fmt.Errorf("%s key %q is not valid UTF-8", kind, key)
-	case strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-		return fmt.Errorf("%s key %q contains control characters", kind, key)
-	}
-	return nil
-}
-
 // hashSuffix is what SanitizeChatKey appends; a key that already ends so
 // is hashed too, so a kept key can never equal another key's hashed form.
 var hashSuffix = regexp.MustCompile(`-[0-9a-f]{12}$`)
@@ -183,15 +165,13 @@ func SanitizeChatKey(chatKey string) string {
 // ContainerKey is the sandbox key of a chat: "sandbox_" + its sanitized key.
 func ContainerKey(chatKey string) string { return "sandbox_" + SanitizeChatKey(chatKey) }
 
-var pluginKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$`)
-
 // EnsurePluginDir returns the private directory of the plugin with the
 // given key (author.module), creating it, mode 0700, on first use. It
 // refuses a key that is not two identifiers joined by a dot, and a
 // directory that has been replaced by a symlink or a file.
 func (l Layout) EnsurePluginDir(pluginKey string) (string, error) {
-	if !pluginKeyRE.MatchString(pluginKey) {
-		return "", fmt.Errorf("plugin key %q is not author.module", pluginKey)
+	if err := keys.Plugin(pluginKey); err != nil {
+		return "", err
 	}
 	parent := filepath.Join(l.Root, "plugins")
 	if err := os.MkdirAll(parent, 0o755); err != nil {

@@ -144,9 +144,6 @@ func truncateUTF8(s string, n int) string {
 	return s[:n]
 }
 
-// IsURL reports whether s is an http or https URL.
-func IsURL(s string) bool { return plugin.IsURL(s) }
-
 func refuse(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", plugin.ErrPathRefused, fmt.Sprintf(format, args...))
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/nekro-go/nekro/internal/keys"
 )
 
 // SaveUpload writes r as file name in chatKey's uploads directory, seen by
@@ -13,7 +15,7 @@ import (
 // The name is sanitized (see SanitizeFileName); the file, mode 0644, appears
 // complete or not at all and replaces an earlier upload of the same name.
 func SaveUpload(ctx context.Context, l Layout, chatKey, name string, r io.Reader) (string, error) {
-	if err := ValidateKey("chat", chatKey); err != nil {
+	if err := keys.Scope("chat", chatKey); err != nil {
 		return "", fmt.Errorf("upload: %w", err)
 	}
 	n, err := SanitizeFileName(name)

@@ -1,21 +1,22 @@
 package kv
 
 import (
+	"errors"
 	"fmt"
-	"strings"
-	"unicode/utf8"
 
+	"github.com/nekro-go/nekro/internal/keys"
 	"github.com/nekro-go/nekro/plugin"
 )
 
-// The reference's column widths, in bytes of UTF-8.
+// The reference's column widths, in bytes of UTF-8 (the rules are
+// package keys').
 const (
 	// MaxNameLen is the longest store key.
-	MaxNameLen = 128
+	MaxNameLen = keys.MaxNameLen
 	// MaxScopeKeyLen is the longest chat or user key.
-	MaxScopeKeyLen = 256
+	MaxScopeKeyLen = keys.MaxScopeLen
 	// MaxPluginKeyLen is the longest plugin key.
-	MaxPluginKeyLen = 128
+	MaxPluginKeyLen = keys.MaxPluginLen
 	// DefaultMaxValueBytes caps a value at 1 MiB, the size below which the
 	// reference's guide advises the KV store (it never enforced it).
 	DefaultMaxValueBytes = 1 << 20
@@ -81,20 +82,15 @@ func (e *LimitError) Error() string {
 // Unwrap makes errors.Is(err, plugin.ErrLimit) true.
 func (e *LimitError) Unwrap() error { return plugin.ErrLimit }
 
-// checkText checks a key of some kind: valid UTF-8, no control characters,
-// at most max bytes; empty only if allowed.
+// checkText checks a key with keys.Check; a key too long is a LimitError
+// (errors.Is plugin.ErrLimit), as values over their limit are.
 func checkText(kind, s string, max int, allowEmpty bool) error {
-	switch {
-	case s == "" && !allowEmpty:
-		return fmt.Errorf("%s is empty", kind)
-	case len(s) > max:
-		return &LimitError{What: kind, Size: int64(len(s)), Limit: int64(max)}
-	case !utf8.ValidString(s):
-		return fmt.Errorf("%s %q is not valid UTF-8", kind, s)
-	case strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-		return fmt.Errorf("%s %q contains control characters", kind, s)
+	err := keys.Check(kind, s, max, allowEmpty)
+	var tl *keys.TooLongError
+	if errors.As(err, &tl) {
+		return &LimitError{What: kind, Size: int64(tl.Len), Limit: int64(tl.Max)}
 	}
-	return nil
+	return err
 }
 
 // key builds and checks the Key of name in scope.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nekro-go/nekro/internal/files"
+	"github.com/nekro-go/nekro/internal/keys"
 	"github.com/nekro-go/nekro/internal/rpc"
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/plugin"
@@ -76,11 +77,11 @@ func (rt *Runtime) limits(override sandbox.Limits) sandbox.Limits {
 // callable, and waits for it to end. An error means the run could not
 // happen; what the code did (even crashing) is in the result.
 func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error) {
-	if err := files.ValidateKey("chat", req.ChatKey); err != nil {
+	if err := keys.Scope("chat", req.ChatKey); err != nil {
 		return nil, err
 	}
 	if req.UserID != "" {
-		if err := files.ValidateKey("user", req.UserID); err != nil {
+		if err := keys.Scope("user", req.UserID); err != nil {
 			return nil, err
 		}
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/nekro-go/nekro/internal/files"
+	"github.com/nekro-go/nekro/internal/keys"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -17,7 +17,7 @@ func (rt *Runtime) storeFor(p *plugin.Plugin) plugin.Store { return rt.store.For
 // its key. One plugin's failure does not stop the others; all failures
 // are returned.
 func (rt *Runtime) ResetChat(ctx context.Context, chatKey string) error {
-	if err := files.ValidateKey("chat", chatKey); err != nil {
+	if err := keys.Scope("chat", chatKey); err != nil {
 		return fmt.Errorf("reset chat: %w", err)
 	}
 	rt.DiscardSpares(chatKey)

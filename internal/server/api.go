@@ -13,7 +13,7 @@ import (
 
 	"github.com/nekro-go/nekro/internal/agent"
 	"github.com/nekro-go/nekro/internal/chat"
-	"github.com/nekro-go/nekro/internal/files"
+	"github.com/nekro-go/nekro/internal/keys"
 	"github.com/nekro-go/nekro/internal/sandbox"
 )
 
@@ -88,7 +88,7 @@ func writeError(w http.ResponseWriter, status int, format string, args ...any) {
 // chatKey returns the path's chat key, or writes a 400.
 func chatKey(w http.ResponseWriter, r *http.Request) (string, bool) {
 	k := r.PathValue("chat")
-	if err := files.ValidateKey("chat", k); err != nil {
+	if err := keys.Scope("chat", k); err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return "", false
 	}

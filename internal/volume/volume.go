@@ -231,7 +231,20 @@ func grow(ctx context.Context, image string, size int64, online bool) error {
 			image = dev
 		}
 	}
+	if !online {
+		// Offline, resize2fs wants a filesystem checked since it was last
+		// mounted: a quick forced check of a small image first.
+		out, err := exec.CommandContext(ctx, "e2fsck", "-f", "-p", image).CombinedOutput()
+		var ee *exec.ExitError
+		if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) { // 1: errors fixed
+			os.Truncate(image, fi.Size())
+			return fmt.Errorf("e2fsck: %v: %s", err, strings.TrimSpace(string(out)))
+		}
+	}
 	if out, err := exec.CommandContext(ctx, "resize2fs", image).CombinedOutput(); err != nil {
+		if !online {
+			os.Truncate(image, fi.Size()) // the next attempt grows it again
+		}
 		return fmt.Errorf("resize2fs: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil
