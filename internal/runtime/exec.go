@@ -115,11 +115,11 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 	for {
 		if pr == nil {
 			var err error
-			if pr, err = rt.prepare(req.ChatKey, limits); err != nil {
+			if pr, err = rt.prepare(ctx, req.ChatKey, limits); err != nil {
 				return nil, err
 			}
 		}
-		err := rt.release(pr, req)
+		err := rt.release(ctx, pr, req)
 		if err == nil {
 			break
 		}
@@ -167,7 +167,7 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 		endType = e.Type
 		res.AgentMethod, res.AgentResult = e.Method, e.Result
 	}
-	res.StopType, res.Note = sandbox.DecideStop(outcome, endType)
+	res.StopType, res.Note = DecideStop(outcome, endType)
 	if !rt.provision.volumes() { // a volume bounds /app/shared while the code writes
 		if note := rt.enforceSharedQuota(pr); note != "" {
 			res.Note = strings.TrimPrefix(res.Note+"; "+note, "; ")
@@ -209,7 +209,7 @@ const agentGrace = 100 * time.Millisecond
 
 // release binds the run's identity to its RPC
 // server and hands the sandbox the code.
-func (rt *Runtime) release(pr *preparedRun, req ExecRequest) error {
+func (rt *Runtime) release(ctx context.Context, pr *preparedRun, req ExecRequest) error {
 	env := &plugin.RunEnv{RunInfo: plugin.RunInfo{
 		RunID: pr.id, ChatKey: req.ChatKey, UserID: req.UserID, ContainerKey: pr.containerKey,
 	}}
@@ -221,40 +221,10 @@ func (rt *Runtime) release(pr *preparedRun, req ExecRequest) error {
 	}
 	env.FS = fsys
 	pr.srv.Bind(env, req.OnResult)
-	if err := pr.proc.Release([]byte(req.Code)); err != nil {
+	if err := pr.proc.Release(ctx, []byte(req.Code)); err != nil {
 		return fmt.Errorf("run %s: %w", pr.id, err)
 	}
 	return nil
-}
-
-// spawnSpare starts a sandbox for chatKey's next run.
-func (rt *Runtime) spawnSpare(chatKey string, limits sandbox.Limits) {
-	key := spareKey(chatKey, limits)
-	if !rt.spares.reserve(key) {
-		return
-	}
-	pr, err := rt.prepare(chatKey, limits)
-	if err == nil {
-		if p, ok := pr.proc.(sandbox.Preparer); ok {
-			if err = p.Prepare(); err != nil {
-				pr.discard()
-			}
-		}
-	}
-	if err != nil {
-		rt.spares.unreserve(key)
-		rt.log.Warn("cannot start a warm sandbox", "chat", chatKey, "err", err)
-		return
-	}
-	rt.spares.put(key, pr)
-}
-
-// DiscardSpares ends the warm sandboxes of chatKey, e.g. when the chat is
-// reset and its shared directory is about to be removed.
-func (rt *Runtime) DiscardSpares(chatKey string) {
-	if rt.spares != nil {
-		rt.spares.dropChat(chatKey)
-	}
 }
 
 // runMethods limits a run to the methods it was given at start, and only

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
-	"time"
 
 	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/rpc"
@@ -34,8 +32,8 @@ type preparedRun struct {
 // RPC control socket directly: nothing of the run exists on the host's
 // disk. Others (Docker) get a run directory with the stubs and a socket
 // owned by the chat's uid.
-func (rt *Runtime) prepare(chatKey string, limits sandbox.Limits) (*preparedRun, error) {
-	ctx := context.Background()
+// ctx bounds the start; the run's RPC server lives until the run ends.
+func (rt *Runtime) prepare(ctx context.Context, chatKey string, limits sandbox.Limits) (*preparedRun, error) {
 	containerKey := files.ContainerKey(chatKey)
 	uid, gid, err := rt.chatUID(ctx, chatKey)
 	if err != nil {
@@ -71,11 +69,11 @@ func (rt *Runtime) prepare(chatKey string, limits sandbox.Limits) (*preparedRun,
 	spec := sandbox.Spec{SharedDir: shared, UploadsDir: uploads, UID: uid, GID: gid, Limits: limits}
 	if cp, ok := rt.runner.(sandbox.ConnPasser); ok && cp.PassesConn() {
 		var conn *os.File
-		if pr.srv, conn, err = rpc.ListenPassed(ctx, cfg); err != nil {
+		if pr.srv, conn, err = rpc.ListenPassed(context.Background(), cfg); err != nil {
 			return nil, err
 		}
 		spec.Conn, spec.Files = conn, runFiles
-		pr.proc, err = rt.runner.Start(spec)
+		pr.proc, err = rt.runner.Start(ctx, spec)
 		conn.Close() // the sandbox holds it now
 		if err != nil {
 			pr.srv.Close()
@@ -87,7 +85,7 @@ func (rt *Runtime) prepare(chatKey string, limits sandbox.Limits) (*preparedRun,
 		return nil, err
 	}
 	spec.RunDir = pr.dir
-	if pr.proc, err = rt.runner.Start(spec); err != nil {
+	if pr.proc, err = rt.runner.Start(ctx, spec); err != nil {
 		pr.srv.Close()
 		os.RemoveAll(pr.dir)
 		return nil, err
@@ -141,128 +139,4 @@ func (pr *preparedRun) discard() {
 			os.RemoveAll(pr.dir)
 		}
 	})
-}
-
-// spareKey is what a warm spare must match to serve a run: the chat and
-// the limits the sandbox was started with (the time limit is the host's
-// and may differ).
-func spareKey(chatKey string, l sandbox.Limits) string {
-	l.Timeout = 0
-	return fmt.Sprintf("%s\x00%+v", chatKey, l)
-}
-
-// spares keeps at most one started sandbox per recently active chat, so
-// the next run in that chat skips sandbox start-up. A spare is started
-// only when the pool has room (spares never evict each other: with more
-// active chats than room, evicting would start sandboxes that are thrown
-// away unused and slow every run down); it is discarded when idle too
-// long, when its chat is reset, and on Close.
-type spares struct {
-	mu       sync.Mutex
-	byKey    map[string]*spare
-	starting map[string]bool // reserved, not yet put; false once dropChat cancelled it
-	max      int
-	idle     time.Duration
-	closed   bool
-}
-
-// reserve reports whether a spare for key may be started now, and if so
-// holds a place for it until put.
-func (s *spares) reserve(key string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, busy := s.starting[key]; s.closed || busy || len(s.byKey)+len(s.starting) >= s.max {
-		return false
-	}
-	if _, ok := s.byKey[key]; ok {
-		return false // one is already waiting
-	}
-	s.starting[key] = true
-	return true
-}
-
-// unreserve gives back a place reserve held, when the start failed.
-func (s *spares) unreserve(key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.starting, key)
-}
-
-type spare struct {
-	run   *preparedRun
-	timer *time.Timer
-}
-
-func (s *spares) take(key string) *preparedRun {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sp, ok := s.byKey[key]
-	if !ok {
-		return nil
-	}
-	delete(s.byKey, key)
-	sp.timer.Stop()
-	return sp.run
-}
-
-func (s *spares) put(key string, pr *preparedRun) {
-	s.mu.Lock()
-	live := s.starting[key]
-	delete(s.starting, key)
-	if _, dup := s.byKey[key]; s.closed || dup || !live {
-		s.mu.Unlock()
-		pr.discard()
-		return
-	}
-	sp := &spare{run: pr}
-	s.byKey[key] = sp
-	sp.timer = time.AfterFunc(s.idle, func() {
-		s.mu.Lock()
-		mine := s.byKey[key] == sp
-		if mine {
-			delete(s.byKey, key)
-		}
-		s.mu.Unlock()
-		if mine {
-			pr.discard()
-		}
-	})
-	s.mu.Unlock()
-}
-
-// dropChat discards the spares of chatKey, also those still starting.
-func (s *spares) dropChat(chatKey string) {
-	s.mu.Lock()
-	for k := range s.starting {
-		if strings.HasPrefix(k, chatKey+"\x00") {
-			s.starting[k] = false
-		}
-	}
-	var drop []*preparedRun
-	for k, sp := range s.byKey {
-		if sp.run.chatKey == chatKey {
-			sp.timer.Stop()
-			drop = append(drop, sp.run)
-			delete(s.byKey, k)
-		}
-	}
-	s.mu.Unlock()
-	for _, d := range drop {
-		d.discard()
-	}
-}
-
-func (s *spares) close() {
-	s.mu.Lock()
-	s.closed = true
-	var drop []*preparedRun
-	for k, sp := range s.byKey {
-		sp.timer.Stop()
-		drop = append(drop, sp.run)
-		delete(s.byKey, k)
-	}
-	s.mu.Unlock()
-	for _, d := range drop {
-		d.discard()
-	}
 }

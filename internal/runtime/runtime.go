@@ -239,7 +239,7 @@ func (rt *Runtime) close(ctx context.Context) {
 		rt.bg.Wait()
 	}
 	rt.registry.Cleanup(ctx)
-	if c, ok := rt.runner.(interface{ Close() error }); ok {
+	if c, ok := rt.runner.(sandbox.Closer); ok {
 		c.Close()
 	}
 	rt.provision.close()

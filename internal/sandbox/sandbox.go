@@ -1,7 +1,7 @@
 // Package sandbox runs untrusted Python code in isolation. The Runner
-// interface hides the backend (bubblewrap by default, Docker later); this
-// package also owns stop types and output capping, which every backend
-// shares.
+// interface hides the backend (bubblewrap by default, Docker as an
+// option); this package also owns stop types, the release protocol and
+// output capping, which every backend shares.
 package sandbox
 
 import (
@@ -10,8 +10,6 @@ import (
 	"io"
 	"os"
 	"time"
-
-	"github.com/nekro-go/nekro/plugin"
 )
 
 // Spec is one run: which directories the sandbox sees, who it runs as and
@@ -111,13 +109,15 @@ type Outcome struct {
 // concurrent use.
 //
 // A backend that keeps a warm per-chat interpreter (a zygote with a
-// pre-forked spare) fits behind the same interface: Run receives everything
-// a run needs, and nothing is assumed about how the process is started.
+// pre-forked spare) fits behind the same interface: Start receives
+// everything a run needs, and nothing is assumed about how the process is
+// started.
 type Runner interface {
 	// Start launches a sandbox for spec that loads the run's stubs and waits
 	// for Process.Release before running any of the code. Starting ahead of
 	// need (a warm spare) keeps sandbox start-up off a run's critical path.
-	Start(spec Spec) (Process, error)
+	// ctx bounds the start only: the sandbox lives until Wait or Kill.
+	Start(ctx context.Context, spec Spec) (Process, error)
 	// Check reports whether the backend can run on this machine, with a hint
 	// on how to fix it when not.
 	Check(ctx context.Context) error
@@ -149,8 +149,9 @@ type Sweeper interface {
 
 // Process is a started sandbox.
 type Process interface {
-	// Release hands the sandbox the code and lets it run.
-	Release(code []byte) error
+	// Release hands the sandbox the code and lets it run; ctx bounds the
+	// wait for the sandbox to be ready for it.
+	Release(ctx context.Context, code []byte) error
 	// Wait waits for the run to end, killing its whole process tree when
 	// timeout (counted from Release) passes or ctx ends.
 	Wait(ctx context.Context, timeout time.Duration) (*Outcome, error)
@@ -162,20 +163,14 @@ type Process interface {
 // before the run is known (joining the run's cgroup); a warm spare calls
 // Prepare ahead so its run does not wait for it.
 type Preparer interface {
-	Prepare() error
+	// Prepare waits, at most until ctx ends, for the sandbox to be ready.
+	Prepare(ctx context.Context) error
 }
 
-// Run starts spec on r, releases it at once with code and waits for it.
-func Run(ctx context.Context, r Runner, spec Spec, code []byte) (*Outcome, error) {
-	p, err := r.Start(spec)
-	if err != nil {
-		return nil, err
-	}
-	if err := p.Release(code); err != nil {
-		p.Kill()
-		return nil, err
-	}
-	return p.Wait(ctx, spec.Limits.WithDefaults().Timeout)
+// Closer is implemented by runners that hold resources across runs (run
+// cgroups being removed): Close waits for them once no run is left.
+type Closer interface {
+	Close() error
 }
 
 // StopType is how a run ended, numbered as in the reference.
@@ -219,33 +214,6 @@ const (
 	ExitManual          = 9
 	ExitMultimodalAgent = 11
 )
-
-// DecideStop derives the stop type from what the host itself knows: the
-// outcome of the process and the ending method call the RPC server
-// answered, if any (0 when none). Text the code printed plays no part.
-func DecideStop(o *Outcome, ending plugin.MethodType) (StopType, string) {
-	switch {
-	case ending == plugin.Agent:
-		return AgentStop, ""
-	case ending == plugin.MultimodalAgent:
-		return MultimodalAgent, ""
-	case o.Cancelled:
-		return Manual, "the run was stopped by the host"
-	case o.TimedOut:
-		return Timeout, ""
-	case o.ExitCode == 0:
-		return Normal, ""
-	case o.ExitCode == ExitManual:
-		return Manual, ""
-	case o.ExitCode == ExitAgent || o.ExitCode == ExitMultimodalAgent:
-		return Error, fmt.Sprintf("exit code %d without an agent method call", o.ExitCode)
-	case o.OutOfMemory:
-		return Error, "the run exceeded its memory limit"
-	case o.ExitCode < 0:
-		return Error, "the interpreter was killed by a signal (out of memory?)"
-	}
-	return Error, ""
-}
 
 // WriteRelease writes what releases a waiting boot.py: the byte '1', then
 // the code, which boot.py reads until the end of the stream. The caller

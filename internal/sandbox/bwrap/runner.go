@@ -255,17 +255,13 @@ func (r *Runner) Protections() []sandbox.Protection {
 }
 
 var _ sandbox.Protector = (*Runner)(nil)
+var _ sandbox.Closer = (*Runner)(nil)
 
 // PassesConn reports that this backend hands the sandbox Spec.Conn and
 // Spec.Files as descriptors.
 func (r *Runner) PassesConn() bool { return true }
 
 var _ sandbox.ConnPasser = (*Runner)(nil)
-
-// Run runs spec with code and waits for it to end.
-func (r *Runner) Run(ctx context.Context, spec sandbox.Spec, code []byte) (*sandbox.Outcome, error) {
-	return sandbox.Run(ctx, r, spec, code)
-}
 
 // memFile returns a sealed-size in-memory file holding b, read from its
 // start: how bwrap receives the seccomp program and the run's files.
@@ -289,7 +285,10 @@ func memFile(name string, b []byte) (*os.File, error) {
 // Start launches the sandbox: bwrap sets up the namespaces, Python starts,
 // lowers its limits and loads the stubs, then blocks until Release. The
 // sandbox is killed if the host dies.
-func (r *Runner) Start(spec sandbox.Spec) (sandbox.Process, error) {
+func (r *Runner) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Process, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("start sandbox: %w", err)
+	}
 	l := spec.Limits.WithDefaults()
 	bw, err := r.bwrapPath()
 	if err != nil {
@@ -393,11 +392,14 @@ type process struct {
 // inherits it). On cgroup v1 that move costs about one RCU grace period
 // (~10 ms), so warm spares call Prepare ahead of their run; Release calls
 // it when nobody did.
-func (p *process) Prepare() error {
+func (p *process) Prepare(ctx context.Context) error {
 	p.prepareOnce.Do(func() {
 		b := make([]byte, 1)
-		p.ready.SetReadDeadline(time.Now().Add(30 * time.Second))
+		// The read ends when Python is ready, when the sandbox dies (the
+		// pipe closes) or when ctx ends.
+		stop := context.AfterFunc(ctx, func() { p.ready.SetReadDeadline(time.Now()) })
 		_, err := p.ready.Read(b)
+		stop()
 		p.ready.Close()
 		if err != nil {
 			p.prepareErr = fmt.Errorf("sandbox never became ready: %w", err)
@@ -411,8 +413,8 @@ func (p *process) Prepare() error {
 	return p.prepareErr
 }
 
-func (p *process) Release(code []byte) error {
-	if err := p.Prepare(); err != nil {
+func (p *process) Release(ctx context.Context, code []byte) error {
+	if err := p.Prepare(ctx); err != nil {
 		return fmt.Errorf("release sandbox: %w", err)
 	}
 	p.MarkReleased()

@@ -176,18 +176,17 @@ func (r *Runner) Sweep(ctx context.Context) error {
 	return nil
 }
 
-// Run runs spec with code and waits for it to end.
-func (r *Runner) Run(ctx context.Context, spec sandbox.Spec, code []byte) (*sandbox.Outcome, error) {
-	return sandbox.Run(ctx, r, spec, code)
-}
-
 // Start creates and starts the container; Python loads the stubs and
 // waits for the release byte on stdin.
-func (r *Runner) Start(spec sandbox.Spec) (sandbox.Process, error) {
+func (r *Runner) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Process, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("start sandbox: %w", err)
+	}
 	l := spec.Limits.WithDefaults()
 	var b [8]byte
 	rand.Read(b[:])
 	name := "nekro-run-" + hex.EncodeToString(b[:])
+	// Not ctx: the container lives until Wait or Kill, past the start.
 	cmd := r.command(context.Background(), r.Args(spec, name)...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -208,7 +207,9 @@ type process struct {
 	stdin io.WriteCloser
 }
 
-func (p *process) Release(code []byte) error {
+// Release writes the code to the container's stdin; the docker CLI holds
+// it until Python reads it, so there is nothing to wait for here.
+func (p *process) Release(_ context.Context, code []byte) error {
 	p.MarkReleased()
 	err := sandbox.WriteRelease(p.stdin, code)
 	p.stdin.Close()

@@ -1,0 +1,174 @@
+package runtime
+
+// The warm-spare pool: a started sandbox per recently active chat, so the
+// chat's next run skips sandbox start-up (Config.WarmSpares).
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nekro-go/nekro/internal/sandbox"
+)
+
+// spareStartTimeout bounds how long a warm spare may take to become ready
+// (far above the ~20 ms it takes; a host that slow gets no spare).
+const spareStartTimeout = 30 * time.Second
+
+// spawnSpare starts a sandbox for chatKey's next run.
+func (rt *Runtime) spawnSpare(chatKey string, limits sandbox.Limits) {
+	key := spareKey(chatKey, limits)
+	if !rt.spares.reserve(key) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), spareStartTimeout)
+	defer cancel()
+	pr, err := rt.prepare(ctx, chatKey, limits)
+	if err == nil {
+		if p, ok := pr.proc.(sandbox.Preparer); ok {
+			if err = p.Prepare(ctx); err != nil {
+				pr.discard()
+			}
+		}
+	}
+	if err != nil {
+		rt.spares.unreserve(key)
+		rt.log.Warn("cannot start a warm sandbox", "chat", chatKey, "err", err)
+		return
+	}
+	rt.spares.put(key, pr)
+}
+
+// DiscardSpares ends the warm sandboxes of chatKey, e.g. when the chat is
+// reset and its shared directory is about to be removed.
+func (rt *Runtime) DiscardSpares(chatKey string) {
+	if rt.spares != nil {
+		rt.spares.dropChat(chatKey)
+	}
+}
+
+// spareKey is what a warm spare must match to serve a run: the chat and
+// the limits the sandbox was started with (the time limit is the host's
+// and may differ).
+func spareKey(chatKey string, l sandbox.Limits) string {
+	l.Timeout = 0
+	return fmt.Sprintf("%s\x00%+v", chatKey, l)
+}
+
+// spares keeps at most one started sandbox per recently active chat, so
+// the next run in that chat skips sandbox start-up. A spare is started
+// only when the pool has room (spares never evict each other: with more
+// active chats than room, evicting would start sandboxes that are thrown
+// away unused and slow every run down); it is discarded when idle too
+// long, when its chat is reset, and on Close.
+type spares struct {
+	mu       sync.Mutex
+	byKey    map[string]*spare
+	starting map[string]bool // reserved, not yet put; false once dropChat cancelled it
+	max      int
+	idle     time.Duration
+	closed   bool
+}
+
+// reserve reports whether a spare for key may be started now, and if so
+// holds a place for it until put.
+func (s *spares) reserve(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, busy := s.starting[key]; s.closed || busy || len(s.byKey)+len(s.starting) >= s.max {
+		return false
+	}
+	if _, ok := s.byKey[key]; ok {
+		return false // one is already waiting
+	}
+	s.starting[key] = true
+	return true
+}
+
+// unreserve gives back a place reserve held, when the start failed.
+func (s *spares) unreserve(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.starting, key)
+}
+
+type spare struct {
+	run   *preparedRun
+	timer *time.Timer
+}
+
+func (s *spares) take(key string) *preparedRun {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sp, ok := s.byKey[key]
+	if !ok {
+		return nil
+	}
+	delete(s.byKey, key)
+	sp.timer.Stop()
+	return sp.run
+}
+
+func (s *spares) put(key string, pr *preparedRun) {
+	s.mu.Lock()
+	live := s.starting[key]
+	delete(s.starting, key)
+	if _, dup := s.byKey[key]; s.closed || dup || !live {
+		s.mu.Unlock()
+		pr.discard()
+		return
+	}
+	sp := &spare{run: pr}
+	s.byKey[key] = sp
+	sp.timer = time.AfterFunc(s.idle, func() {
+		s.mu.Lock()
+		mine := s.byKey[key] == sp
+		if mine {
+			delete(s.byKey, key)
+		}
+		s.mu.Unlock()
+		if mine {
+			pr.discard()
+		}
+	})
+	s.mu.Unlock()
+}
+
+// dropChat discards the spares of chatKey, also those still starting.
+func (s *spares) dropChat(chatKey string) {
+	s.mu.Lock()
+	for k := range s.starting {
+		if strings.HasPrefix(k, chatKey+"\x00") {
+			s.starting[k] = false
+		}
+	}
+	var drop []*preparedRun
+	for k, sp := range s.byKey {
+		if sp.run.chatKey == chatKey {
+			sp.timer.Stop()
+			drop = append(drop, sp.run)
+			delete(s.byKey, k)
+		}
+	}
+	s.mu.Unlock()
+	for _, d := range drop {
+		d.discard()
+	}
+}
+
+func (s *spares) close() {
+	s.mu.Lock()
+	s.closed = true
+	var drop []*preparedRun
+	for k, sp := range s.byKey {
+		sp.timer.Stop()
+		drop = append(drop, sp.run)
+		delete(s.byKey, k)
+	}
+	s.mu.Unlock()
+	for _, d := range drop {
+		d.discard()
+	}
+}
