@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nekro-go/nekro/internal/llm"
 	"log/slog"
 	"os"
 	"time"
@@ -42,7 +43,7 @@ type Config struct {
 	Runtime runtime.Config
 	// LLM names the model; when incomplete the agent answers no turn and
 	// says why (runs without a model still work).
-	LLM agent.LLMConfig
+	LLM llm.Config
 	// Agent tunes turns.
 	Agent agent.Config
 	Log   *slog.Logger
@@ -114,18 +115,18 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		return a.Runtime.Close(context.WithoutCancel(ctx))
 	})
 
-	var model agent.Model
+	var model llm.Model
 	ac := cfg.Agent
 	if ac.Log == nil {
 		ac.Log = cfg.Log
 	}
 	if err := cfg.LLM.Check(); err != nil {
-		ac.NoModel = err
-		if !errors.Is(err, agent.ErrNoModel) || cfg.LLM.BaseURL != "" || cfg.LLM.Model != "" {
+		model = llm.None{Reason: err}
+		if !errors.Is(err, llm.ErrNoModel) || cfg.LLM.BaseURL != "" || cfg.LLM.Model != "" {
 			cfg.Log.Warn("model configuration incomplete", "err", err)
 		}
 	} else {
-		c, err := agent.NewClient(cfg.LLM)
+		c, err := llm.NewClient(cfg.LLM)
 		if err != nil {
 			return nil, err
 		}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nekro-go/nekro/internal/agent/llmtest"
+	"github.com/nekro-go/nekro/internal/llm/llmtest"
 	"github.com/nekro-go/nekro/internal/testutil"
 )
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/nekro-go/nekro/internal/bench/stats"
 	"io"
 	"net"
 	"net/http"
@@ -128,12 +129,12 @@ func Spine(ctx context.Context, w io.Writer, dataDir, python string, opt SpineOp
 			inProc = append(inProc, res.Duration)
 		}
 	}
-	sb, sc, sw := Summarize(bare), Summarize(cold), Summarize(warm)
+	sb, sc, sw := stats.Summarize(bare), stats.Summarize(cold), stats.Summarize(warm)
 	fmt.Fprintf(w, "== start-up, %d runs each\n", opt.Runs)
 	fmt.Fprintf(w, "bare `%s -c pass`      p50 %6.1f ms  p99 %6.1f ms\n", python, ms(sb.P50), ms(sb.P99))
 	fmt.Fprintf(w, "sandboxed `pass`, cold start        p50 %6.1f ms  p99 %6.1f ms  (%s; in the sandbox process %.1f ms)\n",
-		ms(sc.P50), ms(sc.P99), Ratio(sc.P50, sb.P50), ms(Summarize(inProc).P50))
-	fmt.Fprintf(w, "sandboxed `pass`, warm chat         p50 %6.1f ms  p99 %6.1f ms  (%s)\n", ms(sw.P50), ms(sw.P99), Ratio(sw.P50, sb.P50))
+		ms(sc.P50), ms(sc.P99), stats.Ratio(sc.P50, sb.P50), ms(stats.Summarize(inProc).P50))
+	fmt.Fprintf(w, "sandboxed `pass`, warm chat         p50 %6.1f ms  p99 %6.1f ms  (%s)\n", ms(sw.P50), ms(sw.P99), stats.Ratio(sw.P50, sb.P50))
 	fmt.Fprintf(w, "goal: <= 1.5x bare at p50\n\n")
 
 	// (b) TOOL calls from sandboxed Python over the run's socket.
@@ -186,11 +187,11 @@ func Spine(ctx context.Context, w io.Writer, dataDir, python string, opt SpineOp
 	if err != nil {
 		return err
 	}
-	so, sr := Summarize(ours), Summarize(base)
+	so, sr := stats.Summarize(ours), stats.Summarize(base)
 	fmt.Fprintf(w, "== %d TOOL calls from Python\n", opt.Calls)
-	fmt.Fprintf(w, "sandboxed, run socket (NDJSON)   %8.0f calls/s  p50 %9s  p99 %9s\n", so.PerSecond(), Micros(so.P50), Micros(so.P99))
-	fmt.Fprintf(w, "reference style, new TCP+HTTP    %8.0f calls/s  p50 %9s  p99 %9s\n", sr.PerSecond(), Micros(sr.P50), Micros(sr.P99))
-	fmt.Fprintf(w, "speed-up at p50 (goal >= 10x)    %s   (goal: p50 <= 100 µs)\n", Ratio(sr.P50, so.P50))
+	fmt.Fprintf(w, "sandboxed, run socket (NDJSON)   %8.0f calls/s  p50 %9s  p99 %9s\n", so.PerSecond(), stats.Micros(so.P50), stats.Micros(so.P99))
+	fmt.Fprintf(w, "reference style, new TCP+HTTP    %8.0f calls/s  p50 %9s  p99 %9s\n", sr.PerSecond(), stats.Micros(sr.P50), stats.Micros(sr.P99))
+	fmt.Fprintf(w, "speed-up at p50 (goal >= 10x)    %s   (goal: p50 <= 100 µs)\n", stats.Ratio(sr.P50, so.P50))
 	return nil
 }
 

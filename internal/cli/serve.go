@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/nekro-go/nekro/internal/llm"
 	"os"
 	"time"
 
@@ -41,10 +42,9 @@ until --shutdown-timeout, then their runs are stopped.`,
 			ac := g.config()
 			ac.Runtime.WarmSpares = true
 			ac.Runtime.SharedIdle = 30 * time.Minute
-			ac.LLM = agent.LLMConfigFromEnv()
+			ac.LLM = llm.ConfigFromEnv()
 			ac.LLM.BaseURL, ac.LLM.Model = baseURL, model
 			ac.Agent = agent.Config{MaxIterations: maxIterations}
-			llm := ac.LLM
 			srv, err := server.Start(ctx, server.Options{
 				Listen:          listen,
 				App:             ac,
@@ -59,10 +59,10 @@ until --shutdown-timeout, then their runs are stopped.`,
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "nekro: serving on http://%s (data %s)\n", srv.Addr, ac.DataDir)
 			if srv.Model != "" {
-				fmt.Fprintf(out, "nekro: model %s at %s\n", srv.Model, llm.BaseURL)
+				fmt.Fprintf(out, "nekro: model %s at %s\n", srv.Model, ac.LLM.BaseURL)
 			} else {
 				fmt.Fprintf(out, "nekro: no model configured: messages are refused until %s and %s are set; "+
-					"POST /api/chats/{chat}/exec works now\n", agent.EnvBaseURL, agent.EnvModel)
+					"POST /api/chats/{chat}/exec works now\n", llm.EnvBaseURL, llm.EnvModel)
 			}
 			<-ctx.Done()
 			fmt.Fprintln(cmd.ErrOrStderr(), "nekro: shutting down")
@@ -70,8 +70,8 @@ until --shutdown-timeout, then their runs are stopped.`,
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", envOr("NEKRO_LISTEN", server.DefaultListen), "address to listen on (env NEKRO_LISTEN)")
-	cmd.Flags().StringVar(&baseURL, "llm-base-url", os.Getenv(agent.EnvBaseURL), "OpenAI-compatible API root, e.g. https://api.openai.com/v1 (env "+agent.EnvBaseURL+")")
-	cmd.Flags().StringVar(&model, "llm-model", os.Getenv(agent.EnvModel), "model name (env "+agent.EnvModel+"); the API key is read from "+agent.EnvAPIKey+" only")
+	cmd.Flags().StringVar(&baseURL, "llm-base-url", os.Getenv(llm.EnvBaseURL), "OpenAI-compatible API root, e.g. https://api.openai.com/v1 (env "+llm.EnvBaseURL+")")
+	cmd.Flags().StringVar(&model, "llm-model", os.Getenv(llm.EnvModel), "model name (env "+llm.EnvModel+"); the API key is read from "+llm.EnvAPIKey+" only")
 	cmd.Flags().IntVar(&maxIterations, "max-iterations", agent.DefaultMaxIterations, "sandbox runs (and model requests) per turn at most")
 	cmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long turns may finish after SIGINT/SIGTERM")
 	return cmd

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/nekro-go/nekro/internal/llm"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,10 +14,9 @@ import (
 	"time"
 
 	_ "github.com/nekro-go/nekro/examples/all"
-	"github.com/nekro-go/nekro/internal/agent"
-	"github.com/nekro-go/nekro/internal/agent/llmtest"
 	"github.com/nekro-go/nekro/internal/app"
 	"github.com/nekro-go/nekro/internal/chat"
+	"github.com/nekro-go/nekro/internal/llm/llmtest"
 	"github.com/nekro-go/nekro/internal/server"
 	"github.com/nekro-go/nekro/internal/testutil"
 	"github.com/nekro-go/nekro/plugin"
@@ -55,7 +55,7 @@ func startEnv(t testing.TB, script llmtest.Script, tweak func(*server.Options)) 
 		Log:    slog.New(slog.DiscardHandler),
 	}
 	if e.model != nil {
-		e.opts.App.LLM = agent.LLMConfig{BaseURL: e.model.URL, Model: "scripted-model", APIKey: "model-key", RetryBase: time.Millisecond}
+		e.opts.App.LLM = llm.Config{BaseURL: e.model.URL, Model: "scripted-model", APIKey: "model-key", RetryBase: time.Millisecond}
 	}
 	if tweak != nil {
 		tweak(&e.opts)

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/nekro-go/nekro/internal/agent"
-	"github.com/nekro-go/nekro/internal/agent/llmtest"
 	"github.com/nekro-go/nekro/internal/chat"
+	"github.com/nekro-go/nekro/internal/llm/llmtest"
 	"github.com/nekro-go/nekro/internal/server"
 	"github.com/nekro-go/nekro/plugin"
 )

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nekro-go/nekro/internal/agent/llmtest"
 	"github.com/nekro-go/nekro/internal/chat"
+	"github.com/nekro-go/nekro/internal/llm/llmtest"
 	"github.com/nekro-go/nekro/internal/server"
 )
 

@@ -20,7 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/nekro-go/nekro/internal/bench"
+	"github.com/nekro-go/nekro/internal/bench/stats"
 	"github.com/nekro-go/nekro/internal/db"
 	"github.com/nekro-go/nekro/internal/kv"
 	"github.com/nekro-go/nekro/internal/kv/postgres"
@@ -108,10 +108,10 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 					if op == "set" {
 						g = goalSetP50
 					}
-					goal = fmt.Sprintf("p50 ≤ %s: %s", bench.Micros(g), okIf(s.P50 <= g))
+					goal = fmt.Sprintf("p50 ≤ %s: %s", stats.Micros(g), okIf(s.P50 <= g))
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t\n", tg.name, op, bench.Micros(s.P50), bench.Micros(s.P99),
-					s.PerSecond(), bench.Ratio(s.P50, base[i]), goal)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t\n", tg.name, op, stats.Micros(s.P50), stats.Micros(s.P99),
+					s.PerSecond(), stats.Ratio(s.P50, base[i]), goal)
 			}
 		}
 		tw.Flush()
@@ -132,7 +132,7 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 			if tg.name == "sqlite" {
 				goal = fmt.Sprintf("≤ %.1fx: %s", goalScale, okIf(ratio <= goalScale))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2fx\t%s\t\n", tg.name, bench.Micros(small.P50), bench.Micros(large.P50), ratio, goal)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2fx\t%s\t\n", tg.name, stats.Micros(small.P50), stats.Micros(large.P50), ratio, goal)
 		}
 		tw.Flush()
 	}
@@ -228,8 +228,8 @@ func (c *kvcase) time(ctx context.Context, op func(context.Context, kv.Key) erro
 
 // measure times gets, then sets of existing keys with new values of the
 // same size, on a fresh store of n keys.
-func (r *runner) measure(ctx context.Context, tg target, n, size int) ([2]bench.Stats, error) {
-	var out [2]bench.Stats
+func (r *runner) measure(ctx context.Context, tg target, n, size int) ([2]stats.Stats, error) {
+	var out [2]stats.Stats
 	c, err := r.open(ctx, tg, n, size)
 	if err != nil {
 		return out, err
@@ -240,7 +240,7 @@ func (r *runner) measure(ctx context.Context, tg target, n, size int) ([2]bench.
 		if err != nil {
 			return out, err
 		}
-		out[i] = bench.Summarize(ds)
+		out[i] = stats.Summarize(ds)
 	}
 	return out, nil
 }
@@ -248,16 +248,16 @@ func (r *runner) measure(ctx context.Context, tg target, n, size int) ([2]bench.
 // scale times gets on a store of small keys and one of large keys, in
 // alternating rounds so that both see the same machine (other load on a
 // shared host drifts over seconds), and returns each one's stats.
-func (r *runner) scale(ctx context.Context, tg target, small, large int) (bench.Stats, bench.Stats, error) {
+func (r *runner) scale(ctx context.Context, tg target, small, large int) (stats.Stats, stats.Stats, error) {
 	const rounds = 5
 	a, err := r.open(ctx, tg, small, 100)
 	if err != nil {
-		return bench.Stats{}, bench.Stats{}, err
+		return stats.Stats{}, stats.Stats{}, err
 	}
 	defer a.close(ctx)
 	b, err := r.open(ctx, tg, large, 100)
 	if err != nil {
-		return bench.Stats{}, bench.Stats{}, err
+		return stats.Stats{}, stats.Stats{}, err
 	}
 	defer b.close(ctx)
 	var da, db []time.Duration
@@ -268,12 +268,12 @@ func (r *runner) scale(ctx context.Context, tg target, small, large int) (bench.
 		}{{a, &da}, {b, &db}} {
 			ds, err := x.c.time(ctx, x.c.get, r.o.Ops/rounds, r.o.Budget/rounds)
 			if err != nil {
-				return bench.Stats{}, bench.Stats{}, err
+				return stats.Stats{}, stats.Stats{}, err
 			}
 			*x.out = append(*x.out, ds...)
 		}
 	}
-	return bench.Summarize(da), bench.Summarize(db), nil
+	return stats.Summarize(da), stats.Summarize(db), nil
 }
 
 func memoryTarget() target {

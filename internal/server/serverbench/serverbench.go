@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/nekro-go/nekro/internal/llm"
 	"io"
 	"log/slog"
 	"net/http"
@@ -22,11 +23,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nekro-go/nekro/internal/agent"
-	"github.com/nekro-go/nekro/internal/agent/llmtest"
 	"github.com/nekro-go/nekro/internal/app"
-	"github.com/nekro-go/nekro/internal/bench"
+	"github.com/nekro-go/nekro/internal/bench/stats"
 	"github.com/nekro-go/nekro/internal/chat"
+	"github.com/nekro-go/nekro/internal/llm/llmtest"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/server"
 )
@@ -56,7 +56,7 @@ assert c == 10, c`
 
 // Result holds the figures, for tests and callers that check goals.
 type Result struct {
-	Bare, Turn, Overhead bench.Stats
+	Bare, Turn, Overhead stats.Stats
 	OverheadRatio        float64 // p50 overhead / p50 bare run
 	LoadTurns            int
 	LoadWall             time.Duration
@@ -111,7 +111,7 @@ func Run(ctx context.Context, w io.Writer, opt Options) (*Result, error) {
 		Listen: "127.0.0.1:0",
 		App: app.Config{DataDir: filepath.Join(opt.DataDir, "serve"),
 			Runtime: runtime.Config{Python: opt.Python, WarmSpares: !opt.NoSpares},
-			LLM:     agent.LLMConfig{BaseURL: model.URL, Model: "instant"}},
+			LLM:     llm.Config{BaseURL: model.URL, Model: "instant"}},
 		Token: "bench",
 		Log:   opt.Log,
 	})
@@ -163,8 +163,8 @@ func Run(ctx context.Context, w io.Writer, opt Options) (*Result, error) {
 		}
 	}
 	ev.close()
-	res.Bare = bench.Summarize(bare)
-	res.Turn, res.Overhead = bench.Summarize(e2e), bench.Summarize(overhead)
+	res.Bare = stats.Summarize(bare)
+	res.Turn, res.Overhead = stats.Summarize(e2e), stats.Summarize(overhead)
 	res.OverheadRatio = float64(res.Overhead.P50) / float64(res.Bare.P50)
 
 	// Load: many chats at once, each waiting for its answer before it
@@ -258,7 +258,7 @@ func Run(ctx context.Context, w io.Writer, opt Options) (*Result, error) {
 	fmt.Fprintf(w, "  %-34s p50 %-10s p99 %-10s\n", "bare sandboxed run (baseline)", ms(res.Bare.P50), ms(res.Bare.P99))
 	fmt.Fprintf(w, "  %-34s p50 %-10s p99 %-10s\n", "turn via API, end to end", ms(res.Turn.P50), ms(res.Turn.P99))
 	fmt.Fprintf(w, "  %-34s p50 %-10s p99 %-10s  %s of the bare run (goal <= 1.30x)\n", "turn minus model time",
-		ms(res.Overhead.P50), ms(res.Overhead.P99), bench.Ratio(res.Overhead.P50, res.Bare.P50))
+		ms(res.Overhead.P50), ms(res.Overhead.P99), stats.Ratio(res.Overhead.P50, res.Bare.P50))
 	spares := "on"
 	if opt.NoSpares {
 		spares = "off"

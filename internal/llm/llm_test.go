@@ -1,16 +1,16 @@
-package agent_test
+package llm_test
 
 import (
 	"context"
 	"errors"
+	"github.com/nekro-go/nekro/internal/llm"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nekro-go/nekro/internal/agent"
-	"github.com/nekro-go/nekro/internal/agent/llmtest"
+	"github.com/nekro-go/nekro/internal/llm/llmtest"
 )
 
 func startModel(t *testing.T, script llmtest.Script) *llmtest.Server {
@@ -23,13 +23,13 @@ func startModel(t *testing.T, script llmtest.Script) *llmtest.Server {
 	return m
 }
 
-func client(t *testing.T, m *llmtest.Server, tweak func(*agent.LLMConfig)) *agent.Client {
+func client(t *testing.T, m *llmtest.Server, tweak func(*llm.Config)) *llm.Client {
 	t.Helper()
-	cfg := agent.LLMConfig{BaseURL: m.URL, Model: "m1", APIKey: "secret", RetryBase: time.Millisecond}
+	cfg := llm.Config{BaseURL: m.URL, Model: "m1", APIKey: "secret", RetryBase: time.Millisecond}
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	c, err := agent.NewClient(cfg)
+	c, err := llm.NewClient(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,8 +38,8 @@ func client(t *testing.T, m *llmtest.Server, tweak func(*agent.LLMConfig)) *agen
 
 func TestClientSendsMessagesAndKey(t *testing.T) {
 	m := startModel(t, func(r llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "echo: " + r.Last()} })
-	comp, err := client(t, m, nil).Complete(context.Background(), []agent.ChatMessage{
-		agent.TextMessage("system", "be brief"), agent.TextMessage("user", "hi"),
+	comp, err := client(t, m, nil).Complete(context.Background(), []llm.ChatMessage{
+		llm.TextMessage("system", "be brief"), llm.TextMessage("user", "hi"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +64,7 @@ func TestClientRetriesRateLimitAndServerErrors(t *testing.T) {
 		}
 		return llmtest.Reply{Text: "ok"}
 	})
-	comp, err := client(t, m, nil).Complete(context.Background(), []agent.ChatMessage{agent.TextMessage("user", "x")})
+	comp, err := client(t, m, nil).Complete(context.Background(), []llm.ChatMessage{llm.TextMessage("user", "x")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestClientHonoursRetryAfter(t *testing.T) {
 		return llmtest.Reply{Text: "ok"}
 	})
 	start := time.Now()
-	if _, err := client(t, m, nil).Complete(context.Background(), []agent.ChatMessage{agent.TextMessage("user", "x")}); err != nil {
+	if _, err := client(t, m, nil).Complete(context.Background(), []llm.ChatMessage{llm.TextMessage("user", "x")}); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d < 900*time.Millisecond {
@@ -94,8 +94,8 @@ func TestClientGivesUpAfterRetries(t *testing.T) {
 	m := startModel(t, func(r llmtest.Request) llmtest.Reply {
 		return llmtest.Reply{Status: http.StatusServiceUnavailable, Text: "overloaded"}
 	})
-	_, err := client(t, m, func(c *agent.LLMConfig) { c.MaxRetries = 2 }).Complete(context.Background(),
-		[]agent.ChatMessage{agent.TextMessage("user", "x")})
+	_, err := client(t, m, func(c *llm.Config) { c.MaxRetries = 2 }).Complete(context.Background(),
+		[]llm.ChatMessage{llm.TextMessage("user", "x")})
 	if err == nil || !strings.Contains(err.Error(), "failed 3 times") || !strings.Contains(err.Error(), "503 Service Unavailable: overloaded") {
 		t.Fatalf("error %v", err)
 	}
@@ -108,7 +108,7 @@ func TestClientDoesNotRetryClientErrors(t *testing.T) {
 	m := startModel(t, func(r llmtest.Request) llmtest.Reply {
 		return llmtest.Reply{Status: http.StatusUnauthorized, Text: "Incorrect API key provided"}
 	})
-	_, err := client(t, m, nil).Complete(context.Background(), []agent.ChatMessage{agent.TextMessage("user", "x")})
+	_, err := client(t, m, nil).Complete(context.Background(), []llm.ChatMessage{llm.TextMessage("user", "x")})
 	if err == nil || !strings.Contains(err.Error(), "401 Unauthorized: Incorrect API key provided (check NEKRO_LLM_API_KEY)") {
 		t.Fatalf("error %v", err)
 	}
@@ -126,8 +126,8 @@ func TestClientTimesOutEachAttempt(t *testing.T) {
 		return llmtest.Reply{Text: "in time"}
 	})
 	start := time.Now()
-	comp, err := client(t, m, func(c *agent.LLMConfig) { c.Timeout = 200 * time.Millisecond }).Complete(context.Background(),
-		[]agent.ChatMessage{agent.TextMessage("user", "x")})
+	comp, err := client(t, m, func(c *llm.Config) { c.Timeout = 200 * time.Millisecond }).Complete(context.Background(),
+		[]llm.ChatMessage{llm.TextMessage("user", "x")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestClientStopsWhenCancelled(t *testing.T) {
 	m := startModel(t, func(r llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "late", Delay: 10 * time.Second} })
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	_, err := client(t, m, nil).Complete(ctx, []agent.ChatMessage{agent.TextMessage("user", "x")})
+	_, err := client(t, m, nil).Complete(ctx, []llm.ChatMessage{llm.TextMessage("user", "x")})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("error %v, want the context's", err)
 	}
@@ -148,13 +148,13 @@ func TestClientStopsWhenCancelled(t *testing.T) {
 
 func TestConfigCheckSaysWhatIsMissing(t *testing.T) {
 	for _, tc := range []struct {
-		cfg  agent.LLMConfig
+		cfg  llm.Config
 		want string
 	}{
-		{agent.LLMConfig{}, "no language model is configured: set NEKRO_LLM_BASE_URL"},
-		{agent.LLMConfig{Model: "m"}, "NEKRO_LLM_MODEL is set but NEKRO_LLM_BASE_URL is not"},
-		{agent.LLMConfig{BaseURL: "http://x/v1"}, "NEKRO_LLM_BASE_URL is set but NEKRO_LLM_MODEL is not"},
-		{agent.LLMConfig{BaseURL: "localhost:8080", Model: "m"}, "is not an http(s) URL"},
+		{llm.Config{}, "no language model is configured: set NEKRO_LLM_BASE_URL"},
+		{llm.Config{Model: "m"}, "NEKRO_LLM_MODEL is set but NEKRO_LLM_BASE_URL is not"},
+		{llm.Config{BaseURL: "http://x/v1"}, "NEKRO_LLM_BASE_URL is set but NEKRO_LLM_MODEL is not"},
+		{llm.Config{BaseURL: "localhost:8080", Model: "m"}, "is not an http(s) URL"},
 	} {
 		err := tc.cfg.Check()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

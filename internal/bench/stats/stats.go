@@ -1,6 +1,8 @@
-// Package bench measures nekro against baselines taken in the same run and
-// reports ratios, so figures from different machines stay comparable.
-package bench
+// Package stats summarizes measured durations for nekro's benchmarks:
+// percentiles, throughput and ratios against a baseline. It is apart from
+// package bench so every bench (kv, files, server) can use it without
+// importing the others.
+package stats
 
 import (
 	"fmt"

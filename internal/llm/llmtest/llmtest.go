@@ -8,22 +8,21 @@ package llmtest
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/nekro-go/nekro/internal/llm"
 	"net"
 	"net/http"
 	"regexp"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/nekro-go/nekro/internal/agent"
 )
 
 // Request is one chat-completions request the server received.
 type Request struct {
-	Model    string              `json:"model"`
-	Messages []agent.ChatMessage `json:"messages"`
-	Auth     string              `json:"-"` // the Authorization header
-	Time     time.Time           `json:"-"`
+	Model    string            `json:"model"`
+	Messages []llm.ChatMessage `json:"messages"`
+	Auth     string            `json:"-"` // the Authorization header
+	Time     time.Time         `json:"-"`
 }
 
 var chatKeyRE = regexp.MustCompile(`<chat_history chat_key="([^"]*)">`)

@@ -1,4 +1,7 @@
-package agent
+// Package llm is the client of an OpenAI-compatible chat-completions API:
+// the model the agent asks for code. When none is configured, None is the
+// model: it answers every request with the reason.
+package llm
 
 import (
 	"bytes"
@@ -24,8 +27,8 @@ const (
 	EnvModel   = "NEKRO_LLM_MODEL"
 )
 
-// LLMConfig names an OpenAI-compatible chat-completions endpoint.
-type LLMConfig struct {
+// Config names an OpenAI-compatible chat-completions endpoint.
+type Config struct {
 	// BaseURL is the API root, e.g. "https://api.openai.com/v1" or
 	// "http://127.0.0.1:11434/v1"; "/chat/completions" is appended unless
 	// the URL already ends with it.
@@ -45,10 +48,10 @@ type LLMConfig struct {
 	HTTPClient *http.Client
 }
 
-// LLMConfigFromEnv reads NEKRO_LLM_BASE_URL, NEKRO_LLM_API_KEY and
+// ConfigFromEnv reads NEKRO_LLM_BASE_URL, NEKRO_LLM_API_KEY and
 // NEKRO_LLM_MODEL.
-func LLMConfigFromEnv() LLMConfig {
-	return LLMConfig{BaseURL: os.Getenv(EnvBaseURL), APIKey: os.Getenv(EnvAPIKey), Model: os.Getenv(EnvModel)}
+func ConfigFromEnv() Config {
+	return Config{BaseURL: os.Getenv(EnvBaseURL), APIKey: os.Getenv(EnvAPIKey), Model: os.Getenv(EnvModel)}
 }
 
 // ErrNoModel is returned when a turn is asked for but no model is
@@ -59,7 +62,7 @@ var ErrNoModel = errors.New("no language model is configured: set " + EnvBaseURL
 	" (the playground, POST /api/chats/{chat}/exec, works without a model)")
 
 // Check reports whether c names a usable endpoint.
-func (c LLMConfig) Check() error {
+func (c Config) Check() error {
 	if c.BaseURL == "" && c.Model == "" {
 		return ErrNoModel
 	}
@@ -145,13 +148,13 @@ type Model interface {
 
 // Client talks to an OpenAI-compatible chat-completions endpoint.
 type Client struct {
-	cfg      LLMConfig
+	cfg      Config
 	endpoint string
 	http     *http.Client
 }
 
 // NewClient checks cfg and returns a client.
-func NewClient(cfg LLMConfig) (*Client, error) {
+func NewClient(cfg Config) (*Client, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
@@ -334,4 +337,13 @@ func errorText(raw []byte) string {
 		s = s[:200] + "..."
 	}
 	return s
+}
+
+// None is the model when none is configured: every request fails with
+// Reason (ErrNoModel, or what is wrong with the configuration).
+type None struct{ Reason error }
+
+// Complete returns the reason there is no model.
+func (n None) Complete(context.Context, []ChatMessage) (Completion, error) {
+	return Completion{}, n.Reason
 }
