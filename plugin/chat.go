@@ -23,10 +23,10 @@ type ChatSender interface {
 
 // SendText posts text to the run's chat as the assistant's message.
 func (c *Ctx) SendText(text string) error {
-	if c.env.Chat == nil {
+	if c.env.Sender() == nil {
 		return fmt.Errorf("send text: %w", ErrNoService)
 	}
-	return c.env.Chat.SendText(c, text)
+	return c.env.Sender().SendText(c, text)
 }
 
 // SendFile posts the file at a sandbox path (/app/shared/... or
@@ -47,7 +47,7 @@ func (c *Ctx) sendPath(sandboxPath string, image bool) error {
 	if image {
 		op = "send image"
 	}
-	if c.env.Chat == nil {
+	if c.env.Sender() == nil {
 		return fmt.Errorf("%s: %w", op, ErrNoService)
 	}
 	f, err := c.FS().Open(sandboxPath)
@@ -57,7 +57,7 @@ func (c *Ctx) sendPath(sandboxPath string, image bool) error {
 	defer f.Close()
 	name := path.Base(sandboxPath)
 	if image {
-		return c.env.Chat.SendImage(c, name, f)
+		return c.env.Sender().SendImage(c, name, f)
 	}
-	return c.env.Chat.SendFile(c, name, f)
+	return c.env.Sender().SendFile(c, name, f)
 }

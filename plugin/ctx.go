@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"errors"
 )
 
 // RunInfo is the identity of one sandbox run. The host fixes it when the run
@@ -14,17 +13,13 @@ type RunInfo struct {
 	ContainerKey string // the sandbox whose /app/shared the run sees
 }
 
-// RunEnv is what the runtime lends the methods of one run. Plugin authors
-// never build it; tests of plugins may.
-type RunEnv struct {
-	RunInfo
-	// StoreFor returns the KV store namespace of a plugin. Nil means the run
-	// has no store, and Ctx.Store returns one whose calls fail.
-	StoreFor func(p *Plugin) Store
-	// FS is the file bridge of this run's chat and sandbox.
-	FS FS
-	// Chat sends messages to this run's chat.
-	Chat ChatSender
+// runEnv is what the runtime lends the methods of one run
+// (pluginhost.RunEnv).
+type runEnv interface {
+	Info() RunInfo
+	StoreOf(p *Plugin) Store
+	FilesOf(p *Plugin) FS
+	Sender() ChatSender
 }
 
 // Ctx is what a sandbox method receives. It is a context.Context, cancelled
@@ -33,32 +28,29 @@ type RunEnv struct {
 type Ctx struct {
 	context.Context
 	plugin *Plugin
-	env    *RunEnv
+	env    runEnv
+	info   RunInfo
 }
 
-// NewCtx binds a call of a method of p to a run. The runtime calls it.
-func NewCtx(parent context.Context, p *Plugin, env *RunEnv) *Ctx {
-	return &Ctx{Context: parent, plugin: p, env: env}
+func newCtx(parent context.Context, p *Plugin, env runEnv) *Ctx {
+	return &Ctx{Context: parent, plugin: p, env: env, info: env.Info()}
 }
 
 // Plugin returns the plugin whose method is running.
 func (c *Ctx) Plugin() *Plugin { return c.plugin }
 
 // ChatKey returns the key of the run's chat.
-func (c *Ctx) ChatKey() string { return c.env.ChatKey }
+func (c *Ctx) ChatKey() string { return c.info.ChatKey }
 
 // UserID returns the id of the user whose message started the run, or ""
 // when the run has no user (e.g. a timer).
-func (c *Ctx) UserID() string { return c.env.UserID }
+func (c *Ctx) UserID() string { return c.info.UserID }
 
 // ContainerKey returns the key of the run's sandbox.
-func (c *Ctx) ContainerKey() string { return c.env.ContainerKey }
+func (c *Ctx) ContainerKey() string { return c.info.ContainerKey }
 
 // RunID returns the run's unique id.
-func (c *Ctx) RunID() string { return c.env.RunID }
+func (c *Ctx) RunID() string { return c.info.RunID }
 
 // Run returns the run's identity.
-func (c *Ctx) Run() RunInfo { return c.env.RunInfo }
-
-// ErrNoService is returned by services the runtime did not provide.
-var ErrNoService = errors.New("service not available in this runtime")
+func (c *Ctx) Run() RunInfo { return c.info }

@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -122,14 +121,10 @@ func IsURL(s string) bool {
 // FS returns the run's file bridge, seen from the calling plugin: host paths
 // given to MixedForwardFile may point into this plugin's data directory.
 func (c *Ctx) FS() FS {
-	fs := c.env.FS
-	if fs == nil {
-		return noFS{}
+	if fs := c.env.FilesOf(c.plugin); fs != nil {
+		return fs
 	}
-	if b, ok := fs.(interface{ ForPlugin(key string) FS }); ok && c.plugin != nil {
-		return b.ForPlugin(c.plugin.Key())
-	}
-	return fs
+	return noFS{}
 }
 
 // noFS is the FS of a run without one: every call fails with ErrNoService.
@@ -156,8 +151,3 @@ func (noFS) Download(context.Context, string, io.Writer) (int64, error) {
 }
 
 var errNoFS = fmt.Errorf("file bridge: %w", ErrNoService)
-
-// ErrPathRefused is wrapped by every FS error that refuses a path: one
-// outside /app/shared and /app/uploads, one with "..", NUL or an over-long
-// name, or one whose symlinks lead out of its directory.
-var ErrPathRefused = errors.New("path refused")

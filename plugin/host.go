@@ -2,10 +2,10 @@ package plugin
 
 import "log/slog"
 
-// HostServices is what the runtime gives a plugin outside any run (in its
-// init and cleanup hooks, for instance). The runtime implements it and binds
-// it with Bind before the init hooks run.
-type HostServices interface {
+// hostServices is what the runtime gives a plugin outside any run (in its
+// init and cleanup hooks, for instance): pluginhost.Services, bound with
+// pluginhost.Bind before the init hooks run.
+type hostServices interface {
 	// Store returns the plugin's KV namespace.
 	Store() Store
 	// DataDir returns the plugin's private directory, data/plugins/<key>/,
@@ -15,14 +15,13 @@ type HostServices interface {
 	Logger() *slog.Logger
 }
 
-// Bind attaches the runtime's services to p. The runtime calls it.
-func (p *Plugin) Bind(h HostServices) {
+func (p *Plugin) bind(h hostServices) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.host = h
 }
 
-func (p *Plugin) hostServices() HostServices {
+func (p *Plugin) services() hostServices {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	return p.host
@@ -31,7 +30,7 @@ func (p *Plugin) hostServices() HostServices {
 // DataDir returns the plugin's private directory, data/plugins/<author>.<module>/,
 // created on first use.
 func (p *Plugin) DataDir() (string, error) {
-	h := p.hostServices()
+	h := p.services()
 	if h == nil {
 		return "", ErrNoService
 	}
@@ -42,7 +41,7 @@ func (p *Plugin) DataDir() (string, error) {
 // plugin's key, so plugin logs follow the operator's --log-level. Before
 // the runtime binds the plugin it is slog.Default's.
 func (p *Plugin) Logger() *slog.Logger {
-	if h := p.hostServices(); h != nil {
+	if h := p.services(); h != nil {
 		return h.Logger()
 	}
 	return slog.Default().With("plugin", p.Key())
@@ -50,5 +49,5 @@ func (p *Plugin) Logger() *slog.Logger {
 
 // Logger returns the plugin's logger, tagged with the run's chat and id.
 func (c *Ctx) Logger() *slog.Logger {
-	return c.plugin.Logger().With("chat", c.env.ChatKey, "run", c.env.RunID)
+	return c.plugin.Logger().With("chat", c.info.ChatKey, "run", c.info.RunID)
 }

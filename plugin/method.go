@@ -65,28 +65,23 @@ type Method struct {
 	Timeout time.Duration
 }
 
-// MethodInfo is a mounted sandbox method as the runtime sees it: its
-// description, its parameters and a raw entry point taking JSON arguments.
-type MethodInfo struct {
+// mountedMethod is a mounted sandbox method: its description, its
+// parameters and a raw entry point taking JSON arguments. The host sees it
+// as a pluginhost.MethodInfo.
+type mountedMethod struct {
 	Method
 	plugin     *Plugin
-	params     []Param
+	params     []param
 	resultType reflect.Type
 	invoke     func(ctx *Ctx, args map[string]json.RawMessage) (any, error)
 }
 
-// Plugin returns the plugin the method belongs to.
-func (m *MethodInfo) Plugin() *Plugin { return m.plugin }
+// resultPyType is the Python type hint of the method's result.
+func (m *mountedMethod) resultPyType() string { return pyType(m.resultType) }
 
-// Params returns the method's parameters in Python order.
-func (m *MethodInfo) Params() []Param { return slices.Clone(m.params) }
-
-// ResultPyType is the Python type hint of the method's result.
-func (m *MethodInfo) ResultPyType() string { return pyType(m.resultType) }
-
-// Param is one parameter of a sandbox method, from one field of its
+// param is one parameter of a sandbox method, from one field of its
 // arguments struct.
-type Param struct {
+type param struct {
 	Name     string // Python parameter name (the field's json name)
 	Doc      string // from the field's `jsonschema:"..."` tag
 	PyType   string // Python type hint, e.g. "int", "list[str]", "Optional[dict]"
@@ -152,7 +147,7 @@ func MountSandboxMethod[In, Out any](p *Plugin, m Method, fn func(ctx *Ctx, args
 	if err := checkResultType(m.Type, outType); err != nil {
 		panic(fmt.Sprintf("%s: %v", where, err))
 	}
-	info := &MethodInfo{Method: m, plugin: p, params: params, resultType: outType}
+	info := &mountedMethod{Method: m, plugin: p, params: params, resultType: outType}
 	info.invoke = func(ctx *Ctx, raw map[string]json.RawMessage) (any, error) {
 		var in In
 		if err := decodeArgs(m.Name, params, raw, reflect.ValueOf(&in).Elem()); err != nil {
@@ -183,11 +178,11 @@ func checkResultType(t MethodType, out reflect.Type) error {
 	return nil
 }
 
-// Call decodes and checks args against the method's parameters, runs the
+// call decodes and checks args against the method's parameters, runs the
 // method and returns its result encoded as JSON. A bad argument gives an
-// *ArgumentError; the method's own error is returned unchanged. Call does
+// *ArgumentError; the method's own error is returned unchanged. It does
 // not recover panics: the caller (the RPC server) does.
-func (m *MethodInfo) Call(ctx *Ctx, args map[string]json.RawMessage) (json.RawMessage, error) {
+func (m *mountedMethod) call(ctx *Ctx, args map[string]json.RawMessage) (json.RawMessage, error) {
 	out, err := m.invoke(ctx, args)
 	if err != nil {
 		return nil, err
@@ -206,11 +201,11 @@ func (m *MethodInfo) Call(ctx *Ctx, args map[string]json.RawMessage) (json.RawMe
 	return b, nil
 }
 
-func paramsOf(t reflect.Type) ([]Param, error) {
+func paramsOf(t reflect.Type) ([]param, error) {
 	if t.Kind() != reflect.Struct {
 		return nil, fmt.Errorf("must be a struct (use struct{} for no arguments)")
 	}
-	var params []Param
+	var params []param
 	seen := map[string]bool{}
 	optionalSeen := ""
 	for i := range t.NumField() {
@@ -235,7 +230,7 @@ func paramsOf(t reflect.Type) ([]Param, error) {
 		if err := checkGoType(f.Type, false); err != nil {
 			return nil, fmt.Errorf("field %s: %v", f.Name, err)
 		}
-		p := Param{Name: name, Doc: f.Tag.Get("jsonschema"), PyType: pyType(f.Type), Optional: optional, goType: f.Type, field: f.Index}
+		p := param{Name: name, Doc: f.Tag.Get("jsonschema"), PyType: pyType(f.Type), Optional: optional, goType: f.Type, field: f.Index}
 		if def, ok := f.Tag.Lookup("default"); ok {
 			if !p.Optional {
 				return nil, fmt.Errorf("field %s has a default but is not optional (add omitempty or use a pointer)", f.Name)
@@ -262,9 +257,9 @@ func paramsOf(t reflect.Type) ([]Param, error) {
 	return params, nil
 }
 
-func decodeArgs(method string, params []Param, raw map[string]json.RawMessage, dst reflect.Value) error {
+func decodeArgs(method string, params []param, raw map[string]json.RawMessage, dst reflect.Value) error {
 	for name := range raw {
-		if !slices.ContainsFunc(params, func(p Param) bool { return p.Name == name }) {
+		if !slices.ContainsFunc(params, func(p param) bool { return p.Name == name }) {
 			return &ArgumentError{Method: method, Msg: fmt.Sprintf("got an unexpected argument '%s'", name)}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -113,7 +114,7 @@ func TestParamsFollowTheArgsStruct(t *testing.T) {
 			return nil, nil
 		})
 	var got []string
-	for _, pr := range p.Methods()[0].Params() {
+	for _, pr := range pluginhost.Methods(p)[0].Params() {
 		s := pr.Name + ": " + pr.PyType
 		if pr.Optional {
 			s += " = " + pr.DefaultPy
@@ -124,10 +125,10 @@ func TestParamsFollowTheArgsStruct(t *testing.T) {
 	if strings.Join(got, "|") != want {
 		t.Errorf("params\n got %s\nwant %s", strings.Join(got, "|"), want)
 	}
-	if d := p.Methods()[0].Params()[0].Doc; d != "what to look for" {
+	if d := pluginhost.Methods(p)[0].Params()[0].Doc; d != "what to look for" {
 		t.Errorf("doc %q", d)
 	}
-	if r := p.Methods()[0].ResultPyType(); r != "dict[str, Any]" {
+	if r := pluginhost.Methods(p)[0].ResultPyType(); r != "dict[str, Any]" {
 		t.Errorf("result hint %q", r)
 	}
 }

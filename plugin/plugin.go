@@ -80,14 +80,14 @@ type (
 // Build it with New; it is safe for concurrent use once registered.
 type Plugin struct {
 	meta    Meta
-	methods []*MethodInfo
+	methods []*mountedMethod
 
 	onInit         []InitFunc
 	onCleanup      []CleanupFunc
 	onChannelReset []ChannelResetFunc
 
 	mu   sync.RWMutex
-	host HostServices // set by the runtime before init hooks run
+	host hostServices // set by the runtime before init hooks run
 }
 
 // New validates meta and returns a plugin ready for methods and hooks.
@@ -112,7 +112,7 @@ func (p *Plugin) Meta() Meta { return p.meta }
 func (p *Plugin) Key() string { return p.meta.Key() }
 
 // Methods returns the plugin's sandbox methods in the order they were mounted.
-func (p *Plugin) Methods() []*MethodInfo { return slices.Clone(p.methods) }
+func (p *Plugin) mounted() []*mountedMethod { return slices.Clone(p.methods) }
 
 // OnInit adds a hook run once before the first sandbox run.
 func (p *Plugin) OnInit(f InitFunc) { p.onInit = append(p.onInit, f) }
@@ -123,8 +123,7 @@ func (p *Plugin) OnCleanup(f CleanupFunc) { p.onCleanup = append(p.onCleanup, f)
 // OnChannelReset adds a hook run when a chat is reset.
 func (p *Plugin) OnChannelReset(f ChannelResetFunc) { p.onChannelReset = append(p.onChannelReset, f) }
 
-// Hooks returns the plugin's lifecycle hooks, for the runtime.
-func (p *Plugin) Hooks() (init []InitFunc, cleanup []CleanupFunc, reset []ChannelResetFunc) {
+func (p *Plugin) hooks() (init []InitFunc, cleanup []CleanupFunc, reset []ChannelResetFunc) {
 	return slices.Clone(p.onInit), slices.Clone(p.onCleanup), slices.Clone(p.onChannelReset)
 }
 
@@ -148,8 +147,7 @@ func Register(p *Plugin) {
 	registry[p.Key()] = p
 }
 
-// Registered returns every registered plugin, sorted by key.
-func Registered() []*Plugin {
+func registered() []*Plugin {
 	registryMu.RLock()
 	defer registryMu.RUnlock()
 	out := make([]*Plugin, 0, len(registry))
@@ -158,15 +156,4 @@ func Registered() []*Plugin {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
 	return out
-}
-
-// Lookup returns the registered plugin with the given key.
-func Lookup(key string) (*Plugin, error) {
-	registryMu.RLock()
-	defer registryMu.RUnlock()
-	p, ok := registry[key]
-	if !ok {
-		return nil, fmt.Errorf("unknown plugin %s (not compiled in? import it in plugins/all)", key)
-	}
-	return p, nil
 }

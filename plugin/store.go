@@ -118,35 +118,31 @@ func (r DeleteResult) String() string {
 // false when the key does not exist.
 type UpdateFunc func(current string, found bool) (next string, err error)
 
-// SetOption changes how Set and Update store a value.
-type SetOption func(*SetOptions)
+// SetOption changes how Set and Update store a value: WithTTL or
+// WithExpiry.
+type SetOption func(*setOptions)
 
-// SetOptions is what a list of SetOption amounts to; the store reads it,
-// plugins use WithTTL and WithExpiry.
-type SetOptions struct {
-	// ExpiresAt is when the value stops existing; zero means never.
-	ExpiresAt time.Time
-	// TTL, when HasTTL, sets the expiry to the time of the write plus TTL.
-	TTL    time.Duration
-	HasTTL bool
-	// Expiry is true when an option set ExpiresAt or TTL.
-	Expiry bool
+// setOptions is what a list of SetOption amounts to; the store reads it
+// (pluginhost.ApplySetOptions).
+type setOptions struct {
+	expiresAt      time.Time
+	ttl            time.Duration
+	hasTTL, expiry bool
 }
 
 // WithTTL makes the value expire d after it is written. d must be positive.
 func WithTTL(d time.Duration) SetOption {
-	return func(o *SetOptions) { o.TTL, o.HasTTL, o.ExpiresAt, o.Expiry = d, true, time.Time{}, true }
+	return func(o *setOptions) { o.ttl, o.hasTTL, o.expiresAt, o.expiry = d, true, time.Time{}, true }
 }
 
 // WithExpiry makes the value expire at t. The zero time means never, which
 // also clears an expiry that Update would otherwise keep.
 func WithExpiry(t time.Time) SetOption {
-	return func(o *SetOptions) { o.ExpiresAt, o.TTL, o.HasTTL, o.Expiry = t, 0, false, true }
+	return func(o *setOptions) { o.expiresAt, o.ttl, o.hasTTL, o.expiry = t, 0, false, true }
 }
 
-// ApplySetOptions folds opts into one SetOptions.
-func ApplySetOptions(opts []SetOption) SetOptions {
-	var o SetOptions
+func applySetOptions(opts []SetOption) setOptions {
+	var o setOptions
 	for _, f := range opts {
 		if f != nil {
 			f(&o)
@@ -273,8 +269,14 @@ func (s Scope) String() string {
 	return "global"
 }
 
-// Errors of the store that callers may test with errors.Is.
+// Errors that plugins may test with errors.Is.
 var (
+	// ErrNoService is returned by services the runtime did not provide.
+	ErrNoService = errors.New("service not available in this runtime")
+	// ErrPathRefused is wrapped by every FS error that refuses a path: one
+	// outside /app/shared and /app/uploads, one with "..", NUL or an
+	// over-long name, or one whose symlinks lead out of its directory.
+	ErrPathRefused = errors.New("path refused")
 	// ErrNoUser is returned by a user-scoped store call when there is no
 	// user: the run was started without one (a timer, or nekro exec without
 	// --user).
@@ -295,10 +297,10 @@ var (
 // Store returns this run's view of the plugin's KV namespace. In a runtime
 // without a store, every call fails with ErrNoService.
 func (c *Ctx) Store() Store {
-	if c.env == nil || c.env.StoreFor == nil {
+	if c.env == nil {
 		return noStore{}
 	}
-	if s := c.env.StoreFor(c.plugin); s != nil {
+	if s := c.env.StoreOf(c.plugin); s != nil {
 		return s
 	}
 	return noStore{}
@@ -319,7 +321,7 @@ func (c *Ctx) ChatUserScope() Scope { return ChatUser(c.ChatKey(), c.UserID()) }
 // sandbox run (init, cleanup, channel reset). Before the runtime binds its
 // services, every call fails with ErrNoService.
 func (p *Plugin) Store() Store {
-	if h := p.hostServices(); h != nil {
+	if h := p.services(); h != nil {
 		if s := h.Store(); s != nil {
 			return s
 		}

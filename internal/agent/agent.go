@@ -38,6 +38,7 @@ import (
 
 	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/keys"
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/plugin"
@@ -185,7 +186,7 @@ func (a *Agent) Exec(ctx context.Context, chatKey, userID, code string, limits s
 	res, err := a.rt.Exec(ctx, runtime.ExecRequest{
 		ChatKey: chatKey, UserID: userID, Code: code, Limits: limits,
 		Chat: snd,
-		OnResult: func(m *plugin.MethodInfo, result json.RawMessage) {
+		OnResult: func(m *pluginhost.MethodInfo, result json.RawMessage) {
 			if m.Type == plugin.Behavior {
 				a.recordResult(ctx, snd, m, result)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/nekro-go/nekro/internal/llm"
 
 	"github.com/nekro-go/nekro/internal/chat"
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/plugin"
@@ -67,7 +68,7 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 		res, err := a.rt.Exec(ctx, runtime.ExecRequest{
 			ChatKey: chatKey, UserID: userID, Code: code, Limits: a.cfg.Limits,
 			Chat: snd,
-			OnResult: func(m *plugin.MethodInfo, result json.RawMessage) {
+			OnResult: func(m *pluginhost.MethodInfo, result json.RawMessage) {
 				if id := a.recordResult(ctx, snd, m, result); id != 0 && m.Type.EndsRun() {
 					agentMsgIDs.Store(id, true)
 				}
@@ -168,7 +169,7 @@ func capParts(parts []plugin.ContentPart) []plugin.ContentPart {
 // methods, for later turns) as system messages of the chat, as they
 // happen, through the run's sender: cut to chat.MaxTextBytes, and within
 // the run's message budget. It returns the stored message's id, or 0.
-func (a *Agent) recordResult(ctx context.Context, snd *chat.RunSender, m *plugin.MethodInfo, result json.RawMessage) int64 {
+func (a *Agent) recordResult(ctx context.Context, snd *chat.RunSender, m *pluginhost.MethodInfo, result json.RawMessage) int64 {
 	var text string
 	switch m.Type {
 	case plugin.Behavior, plugin.Agent:

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nekro-go/nekro/internal/app"
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/plugin"
@@ -158,7 +159,7 @@ func Spine(ctx context.Context, w io.Writer, dataDir, python string, opt SpineOp
 	if err != nil {
 		return err
 	}
-	m := p.Methods()[0]
+	m := pluginhost.Methods(p)[0]
 	srv := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Args map[string]json.RawMessage `json:"args"`
@@ -167,7 +168,7 @@ func Spine(ctx context.Context, w io.Writer, dataDir, python string, opt SpineOp
 			http.Error(rw, err.Error(), 400)
 			return
 		}
-		out, err := m.Call(plugin.NewCtx(r.Context(), p, &plugin.RunEnv{}), req.Args)
+		out, err := pluginhost.Call(m, pluginhost.NewCtx(r.Context(), p, &pluginhost.RunEnv{}), req.Args)
 		if err != nil {
 			http.Error(rw, err.Error(), 500)
 			return

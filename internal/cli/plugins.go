@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -31,7 +32,7 @@ func newPluginsCmd(g *globals) *cobra.Command {
 			for _, p := range reg.Plugins() {
 				m := p.Meta()
 				fmt.Fprintf(tw, "%s\t%s %s\t%s\n", p.Key(), m.Name, m.Version, m.Description)
-				for _, mi := range p.Methods() {
+				for _, mi := range pluginhost.Methods(p) {
 					fmt.Fprintf(tw, "  %s\t%s\t%s\n", mi.Type, pysig.Signature(mi), mi.Description)
 				}
 			}

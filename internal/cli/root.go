@@ -19,6 +19,7 @@ import (
 	"github.com/nekro-go/nekro/internal/db"
 	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/kv"
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/uids"
 	"github.com/nekro-go/nekro/plugin"
@@ -159,7 +160,7 @@ func (g *globals) logger() *slog.Logger {
 // enabledPlugins returns the compiled-in plugins --plugins names.
 func (g *globals) enabledPlugins() ([]*plugin.Plugin, error) {
 	if strings.TrimSpace(g.plugins) == "all" {
-		return plugin.Registered(), nil
+		return pluginhost.Registered(), nil
 	}
 	keys := map[string]bool{"nekro.basic": true}
 	for _, k := range strings.Split(g.plugins, ",") {
@@ -169,7 +170,7 @@ func (g *globals) enabledPlugins() ([]*plugin.Plugin, error) {
 	}
 	var out []*plugin.Plugin
 	for k := range keys {
-		p, err := plugin.Lookup(k)
+		p, err := pluginhost.Lookup(k)
 		if err != nil {
 			if k == "nekro.basic" {
 				continue // a custom binary without the built-ins

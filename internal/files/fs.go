@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nekro-go/nekro/internal/keys"
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -73,6 +74,8 @@ func NewFS(l Layout, run plugin.RunInfo, opts Options) (*FS, error) {
 	}
 	return &FS{layout: l, run: run, opts: opts, dl: newDownloader(opts)}, nil
 }
+
+var _ pluginhost.PluginFS = (*FS)(nil)
 
 // ForPlugin returns a view of f for the plugin with the given key: host
 // paths in that plugin's data directory become valid sources of

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -191,7 +192,7 @@ func live(e Entry, found bool, now time.Time) bool {
 
 // expiry turns options into an expiry time; keep is the expiry to keep
 // when no option says otherwise.
-func expiry(o plugin.SetOptions, now, keep time.Time) (time.Time, error) {
+func expiry(o pluginhost.SetOptions, now, keep time.Time) (time.Time, error) {
 	switch {
 	case !o.Expiry:
 		return keep, nil
@@ -261,7 +262,7 @@ func (n *namespace) Set(ctx context.Context, scope plugin.Scope, name, value str
 	now := n.s.now()
 	var exp time.Time
 	if err == nil {
-		exp, err = expiry(plugin.ApplySetOptions(opts), now, time.Time{})
+		exp, err = expiry(pluginhost.ApplySetOptions(opts), now, time.Time{})
 	}
 	if err != nil {
 		return 0, n.fail("set", scope, name, err)
@@ -318,7 +319,7 @@ func (n *namespace) Update(ctx context.Context, scope plugin.Scope, name string,
 	if err != nil {
 		return "", n.fail("update", scope, name, err)
 	}
-	o := plugin.ApplySetOptions(opts)
+	o := pluginhost.ApplySetOptions(opts)
 	now := n.s.now()
 	var out string
 	err = n.s.eng.Apply(ctx, k, n.s.lim.quota() >= 0, func(cur Entry, found bool, u Usage) (Change, error) {

@@ -8,11 +8,11 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/nekro-go/nekro/plugin"
+	"github.com/nekro-go/nekro/internal/pluginhost"
 )
 
 // Params renders the parameter list, e.g. "num1: int, times: int = 1".
-func Params(m *plugin.MethodInfo) string {
+func Params(m *pluginhost.MethodInfo) string {
 	var parts []string
 	for _, p := range m.Params() {
 		s := p.Name + ": " + p.PyType
@@ -26,7 +26,7 @@ func Params(m *plugin.MethodInfo) string {
 
 // Signature renders the whole signature, e.g.
 // "my_sum_function(num1: int, num2: int) -> int".
-func Signature(m *plugin.MethodInfo) string {
+func Signature(m *pluginhost.MethodInfo) string {
 	return m.Name + "(" + Params(m) + ") -> " + m.ResultPyType()
 }
 
@@ -42,7 +42,7 @@ var argRE = regexp.MustCompile(`^\s+([A-Za-z_][A-Za-z0-9_]*)\s*(?:\([^)]*\))?\s*
 // an Args block the author wrote says of it. The block replaces the
 // author's, or is placed before the first other section (Returns,
 // Example, ...), or at the end.
-func Doc(m *plugin.MethodInfo) string {
+func Doc(m *pluginhost.MethodInfo) string {
 	lines := strings.Split(strings.TrimSpace(m.Doc), "\n")
 	if len(lines) == 1 && lines[0] == "" {
 		lines = nil

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/pysig"
 	"github.com/nekro-go/nekro/plugin"
 )
@@ -15,12 +16,12 @@ type sumArgs struct {
 	Times int     `json:"times,omitempty" default:"1"`
 }
 
-func method(t *testing.T, doc string) *plugin.MethodInfo {
+func method(t *testing.T, doc string) *pluginhost.MethodInfo {
 	t.Helper()
 	p := plugin.New(plugin.Meta{Name: "T", ModuleName: "m", Author: "a", Version: "1", Description: "d", URL: "https://example.org"})
 	plugin.MountSandboxMethod(p, plugin.Method{Type: plugin.Tool, Name: "my_sum", Description: "Adds.", Doc: doc},
 		func(*plugin.Ctx, sumArgs) (int, error) { return 0, nil })
-	return p.Methods()[0]
+	return pluginhost.Methods(p)[0]
 }
 
 func TestSignature(t *testing.T) {
@@ -59,7 +60,7 @@ func TestDocWithoutParameters(t *testing.T) {
 	p := plugin.New(plugin.Meta{Name: "T", ModuleName: "m", Author: "a", Version: "1", Description: "d", URL: "https://example.org"})
 	plugin.MountSandboxMethod(p, plugin.Method{Type: plugin.Tool, Name: "now", Doc: "The time.\n\nReturns:\n    str: now."},
 		func(*plugin.Ctx, struct{}) (string, error) { return "", nil })
-	if got := pysig.Doc(p.Methods()[0]); strings.Contains(got, "Args:") || got != "The time.\n\nReturns:\n    str: now." {
+	if got := pysig.Doc(pluginhost.Methods(p)[0]); strings.Contains(got, "Args:") || got != "The time.\n\nReturns:\n    str: now." {
 		t.Errorf("got %q", got)
 	}
 }

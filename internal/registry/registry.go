@@ -3,7 +3,7 @@
 // lifecycle hooks and renders the method docs the AI reads.
 //
 // A Registry is built from an explicit list of plugins (usually
-// plugin.Registered()), so tests never touch the global plugin map.
+// pluginhost.Registered()), so tests never touch the global plugin map.
 package registry
 
 import (
@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/pysig"
 	"github.com/nekro-go/nekro/plugin"
 )
@@ -25,7 +26,7 @@ type Registry struct {
 
 	mu       sync.RWMutex
 	plugins  []*plugin.Plugin
-	methods  map[string]*plugin.MethodInfo
+	methods  map[string]*pluginhost.MethodInfo
 	disabled map[string]string // plugin key -> reason
 }
 
@@ -35,7 +36,7 @@ func New(plugins []*plugin.Plugin, log *slog.Logger) (*Registry, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	r := &Registry{log: log, methods: map[string]*plugin.MethodInfo{}, disabled: map[string]string{}}
+	r := &Registry{log: log, methods: map[string]*pluginhost.MethodInfo{}, disabled: map[string]string{}}
 	sorted := append([]*plugin.Plugin(nil), plugins...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Key() < sorted[j].Key() })
 	var errs []error
@@ -46,7 +47,7 @@ func New(plugins []*plugin.Plugin, log *slog.Logger) (*Registry, error) {
 			continue
 		}
 		seen[p.Key()] = true
-		for _, m := range p.Methods() {
+		for _, m := range pluginhost.Methods(p) {
 			if other, dup := r.methods[m.Name]; dup {
 				errs = append(errs, fmt.Errorf("method name %q is mounted by both plugin %s and plugin %s; disable one of them",
 					m.Name, other.Plugin().Key(), p.Key()))
@@ -93,16 +94,16 @@ func (r *Registry) Plugin(key string) (*plugin.Plugin, error) {
 
 // Methods returns the callable methods of the enabled plugins, by plugin
 // key and then in mount order.
-func (r *Registry) Methods() []*plugin.MethodInfo {
-	var out []*plugin.MethodInfo
+func (r *Registry) Methods() []*pluginhost.MethodInfo {
+	var out []*pluginhost.MethodInfo
 	for _, p := range r.Plugins() {
-		out = append(out, p.Methods()...)
+		out = append(out, pluginhost.Methods(p)...)
 	}
 	return out
 }
 
 // Method returns the enabled method with the given Python name.
-func (r *Registry) Method(name string) (*plugin.MethodInfo, error) {
+func (r *Registry) Method(name string) (*pluginhost.MethodInfo, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	m, ok := r.methods[name]
@@ -138,7 +139,7 @@ func (r *Registry) Disabled() map[string]string {
 // others keep working.
 func (r *Registry) Init(ctx context.Context) {
 	for _, p := range r.Plugins() {
-		inits, _, _ := p.Hooks()
+		inits, _, _ := pluginhost.Hooks(p)
 		for _, f := range inits {
 			if err := safeHook(func() error { return f(ctx) }); err != nil {
 				reason := fmt.Sprintf("init failed: %v", err)
@@ -159,7 +160,7 @@ func (r *Registry) Cleanup(ctx context.Context) {
 }
 
 func (r *Registry) cleanupOne(ctx context.Context, p *plugin.Plugin) {
-	_, cleanups, _ := p.Hooks()
+	_, cleanups, _ := pluginhost.Hooks(p)
 	for _, f := range cleanups {
 		if err := safeHook(func() error { return f(ctx) }); err != nil {
 			r.log.Error("plugin cleanup failed", "plugin", p.Key(), "err", err)
@@ -173,7 +174,7 @@ func (r *Registry) cleanupOne(ctx context.Context, p *plugin.Plugin) {
 func (r *Registry) ChannelReset(ctx context.Context, chatKey string) error {
 	var errs []error
 	for _, p := range r.Plugins() {
-		_, _, resets := p.Hooks()
+		_, _, resets := pluginhost.Hooks(p)
 		for _, f := range resets {
 			if err := safeHook(func() error { return f(ctx, chatKey) }); err != nil {
 				r.log.Error("plugin channel reset failed", "plugin", p.Key(), "chat", chatKey, "err", err)
@@ -201,7 +202,7 @@ func safeHook(f func() error) (err error) {
 func (r *Registry) RenderMethods() string {
 	var b strings.Builder
 	for _, p := range r.Plugins() {
-		ms := p.Methods()
+		ms := pluginhost.Methods(p)
 		if len(ms) == 0 {
 			continue
 		}

@@ -32,6 +32,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -62,7 +63,7 @@ const (
 
 // Methods resolves a Python name to a method the run may call.
 type Methods interface {
-	Method(name string) (*plugin.MethodInfo, error)
+	Method(name string) (*pluginhost.MethodInfo, error)
 }
 
 // Config configures a run's server.
@@ -70,7 +71,7 @@ type Config struct {
 	// Env is the run's identity and services. It may instead be given
 	// later with Bind (a sandbox started ahead of its run); calls that
 	// arrive before either are refused.
-	Env         *plugin.RunEnv
+	Env         *pluginhost.RunEnv
 	Methods     Methods       // checked on every call (only enabled plugins answer)
 	MaxRequest  int           // bytes per request line; default 16 MiB
 	MaxResult   int           // bytes per encoded result; default 16 MiB
@@ -84,7 +85,7 @@ type Config struct {
 	// OnResult, if set, is called after each successful call, in call order,
 	// with the method and its encoded result (e.g. to record BEHAVIOR
 	// results as system messages as they happen).
-	OnResult func(m *plugin.MethodInfo, result json.RawMessage)
+	OnResult func(m *pluginhost.MethodInfo, result json.RawMessage)
 }
 
 // Call records one method call of the run.
@@ -231,7 +232,7 @@ func (s *Server) Chown(uid, gid int) error {
 // Bind fixes the run's identity and result callback, for a server created
 // before its run was known. The sandbox cannot call before the host
 // releases it, which happens after Bind.
-func (s *Server) Bind(env *plugin.RunEnv, onResult func(m *plugin.MethodInfo, result json.RawMessage)) {
+func (s *Server) Bind(env *pluginhost.RunEnv, onResult func(m *pluginhost.MethodInfo, result json.RawMessage)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cfg.Env = env
@@ -436,7 +437,7 @@ func (s *Server) handle(line []byte) response {
 	return resp
 }
 
-func (s *Server) call(req request) (json.RawMessage, *plugin.MethodInfo, *rpcError) {
+func (s *Server) call(req request) (json.RawMessage, *pluginhost.MethodInfo, *rpcError) {
 	if !validMethodName(req.Method) {
 		name := req.Method
 		if len(name) > 40 {
@@ -476,7 +477,7 @@ func (s *Server) call(req request) (json.RawMessage, *plugin.MethodInfo, *rpcErr
 				done <- outcome{panic: v, stack: debug.Stack()}
 			}
 		}()
-		res, err := m.Call(plugin.NewCtx(cctx, m.Plugin(), env), req.Args)
+		res, err := pluginhost.Call(m, pluginhost.NewCtx(cctx, m.Plugin(), env), req.Args)
 		done <- outcome{result: res, err: err}
 	}()
 	var o outcome

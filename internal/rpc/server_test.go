@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/registry"
 	"github.com/nekro-go/nekro/internal/rpc"
 	"github.com/nekro-go/nekro/plugin"
@@ -81,7 +82,7 @@ func start(t *testing.T) (*rpc.Server, *client) {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(t.TempDir(), "rpc.sock")
-	env := &plugin.RunEnv{RunInfo: plugin.RunInfo{ChatKey: "chat-1", UserID: "u1"}}
+	env := &pluginhost.RunEnv{RunInfo: plugin.RunInfo{ChatKey: "chat-1", UserID: "u1"}}
 	srv, err := rpc.Listen(context.Background(), sock, rpc.Config{Env: env, Methods: reg, MaxRequest: 1 << 20})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/keys"
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/rpc"
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/plugin"
@@ -28,7 +29,7 @@ type ExecRequest struct {
 	// Limits override the runtime's for this run (zero fields keep them).
 	Limits sandbox.Limits
 	// OnResult is called after each successful method call, in order.
-	OnResult func(m *plugin.MethodInfo, result json.RawMessage)
+	OnResult func(m *pluginhost.MethodInfo, result json.RawMessage)
 	// Chat receives what plugins send to the chat (ctx.SendText and
 	// friends); nil leaves the run without one.
 	Chat plugin.ChatSender
@@ -210,7 +211,7 @@ const agentGrace = 100 * time.Millisecond
 // release binds the run's identity to its RPC
 // server and hands the sandbox the code.
 func (rt *Runtime) release(ctx context.Context, pr *preparedRun, req ExecRequest) error {
-	env := &plugin.RunEnv{RunInfo: plugin.RunInfo{
+	env := &pluginhost.RunEnv{RunInfo: plugin.RunInfo{
 		RunID: pr.id, ChatKey: req.ChatKey, UserID: req.UserID, ContainerKey: pr.containerKey,
 	}}
 	env.StoreFor = rt.storeFor
@@ -231,10 +232,10 @@ func (rt *Runtime) release(ctx context.Context, pr *preparedRun, req ExecRequest
 // while their plugin stays enabled.
 type runMethods struct {
 	rt      *Runtime
-	allowed []*plugin.MethodInfo
+	allowed []*pluginhost.MethodInfo
 }
 
-func (r runMethods) Method(name string) (*plugin.MethodInfo, error) {
+func (r runMethods) Method(name string) (*pluginhost.MethodInfo, error) {
 	m, err := r.rt.registry.Method(name)
 	if err != nil {
 		return nil, err

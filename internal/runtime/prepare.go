@@ -8,10 +8,10 @@ import (
 	"sync"
 
 	"github.com/nekro-go/nekro/internal/files"
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/rpc"
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/internal/sandbox/stub"
-	"github.com/nekro-go/nekro/plugin"
 )
 
 // preparedRun is a sandbox started for a chat, with its run directory and
@@ -21,7 +21,7 @@ type preparedRun struct {
 	chatKey      string
 	containerKey string
 	limits       sandbox.Limits
-	methods      []*plugin.MethodInfo
+	methods      []*pluginhost.MethodInfo
 	srv          *rpc.Server
 	proc         sandbox.Process
 	discardOnce  sync.Once

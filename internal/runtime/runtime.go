@@ -17,6 +17,7 @@ import (
 	"github.com/nekro-go/nekro/internal/db"
 	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/kv"
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/registry"
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/internal/sandbox/bwrap"
@@ -144,7 +145,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	plugins := cfg.Plugins
 	if plugins == nil {
-		plugins = plugin.Registered()
+		plugins = pluginhost.Registered()
 	}
 	reg, err := registry.New(plugins, cfg.Log)
 	if err != nil {
@@ -217,7 +218,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		rt.janitor = newJanitor(rt, cfg.SharedIdle)
 	}
 	for _, p := range reg.Plugins() {
-		p.Bind(hostServices{rt: rt, p: p})
+		pluginhost.Bind(p, hostServices{rt: rt, p: p})
 	}
 	reg.Init(ctx)
 	return rt, nil

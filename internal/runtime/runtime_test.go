@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nekro-go/nekro/internal/app/apptest"
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/internal/testutil"
@@ -205,7 +206,7 @@ func TestBehaviorReturnsAndIsReported(t *testing.T) {
 	rt := open(t)
 	var seen []string
 	res, err := rt.Exec(context.Background(), runtime.ExecRequest{ChatKey: "c", Code: "print(note('x'))\nprint('go on')",
-		OnResult: func(m *plugin.MethodInfo, r json.RawMessage) { seen = append(seen, m.Name+"="+string(r)) }})
+		OnResult: func(m *pluginhost.MethodInfo, r json.RawMessage) { seen = append(seen, m.Name+"="+string(r)) }})
 	if err != nil {
 		t.Fatal(err)
 	}

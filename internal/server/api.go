@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"io"
 	"net/http"
 	"strings"
@@ -211,7 +212,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	var plugins []pluginInfo
 	for _, p := range s.rt.Registry().Plugins() {
 		pi := pluginInfo{Key: p.Key(), Name: p.Meta().Name, Methods: []string{}}
-		for _, m := range p.Methods() {
+		for _, m := range pluginhost.Methods(p) {
 			pi.Methods = append(pi.Methods, m.Name)
 		}
 		plugins = append(plugins, pi)

@@ -9,6 +9,7 @@ import (
 	"github.com/nekro-go/nekro/internal/agent"
 	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/llm/llmtest"
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/server"
 	"github.com/nekro-go/nekro/plugin"
 )
@@ -110,7 +111,7 @@ func TestLargeMethodResultsAreCut(t *testing.T) {
 		}
 		return llmtest.Code(`big_agent(5 << 20)`)
 	}, func(o *server.Options) {
-		o.App.Runtime.Plugins = append(plugin.Registered(), bigResults())
+		o.App.Runtime.Plugins = append(pluginhost.Registered(), bigResults())
 	})
 	res := e.exec("c-big", "", `big_behavior(5 << 20)`)
 	if res.StopType != "NORMAL" {

@@ -17,8 +17,8 @@ import (
 	"github.com/nekro-go/nekro/internal/db"
 	"github.com/nekro-go/nekro/internal/kv/kvtest"
 	"github.com/nekro-go/nekro/internal/llm/llmtest"
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/server"
-	"github.com/nekro-go/nekro/plugin"
 )
 
 // echoScript answers every request by sending back the texts of the
@@ -276,7 +276,7 @@ func TestEventStream(t *testing.T) {
 func TestResetClearsHistoryAndFiresHook(t *testing.T) {
 	resets := make(chan string, 4)
 	e := startEnv(t, echoScript(0), func(o *server.Options) {
-		o.App.Runtime.Plugins = append(plugin.Registered(), resetRecorder(resets))
+		o.App.Runtime.Plugins = append(pluginhost.Registered(), resetRecorder(resets))
 	})
 	e.post("c-reset", "u1", "Jo", "hello")
 	e.waitTurns("c-reset", 1)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/nekro-go/nekro/internal/kv"
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -246,7 +247,7 @@ func testValues(t *testing.T, h Harness) {
 func testNoUser(t *testing.T, h Harness) {
 	e := h.env(t, kv.Limits{})
 	ns := e.store.For("alice.nouser")
-	ctx := plugin.NewCtx(e.ctx, nil, &plugin.RunEnv{RunInfo: plugin.RunInfo{ChatKey: "group_A"}})
+	ctx := pluginhost.NewCtx(e.ctx, nil, &pluginhost.RunEnv{RunInfo: plugin.RunInfo{ChatKey: "group_A"}})
 	for _, s := range []plugin.Scope{ctx.UserScope(), ctx.ChatUserScope(), plugin.User(""), plugin.ChatUser("c", "")} {
 		_, err := ns.Set(e.ctx, s, "k", "v")
 		if !errors.Is(err, plugin.ErrNoUser) {
@@ -266,7 +267,7 @@ func testNoUser(t *testing.T, h Harness) {
 	e.absent(ns, plugin.Global(), "k")
 	e.absent(ns, plugin.Chat("group_A"), "k")
 	// With a user, the same helpers work.
-	ctx = plugin.NewCtx(e.ctx, nil, &plugin.RunEnv{RunInfo: plugin.RunInfo{ChatKey: "group_A", UserID: "U"}})
+	ctx = pluginhost.NewCtx(e.ctx, nil, &pluginhost.RunEnv{RunInfo: plugin.RunInfo{ChatKey: "group_A", UserID: "U"}})
 	must(ns.Set(e.ctx, ctx.UserScope(), "k", "v"))
 	e.want(ns, plugin.User("U"), "k", "v")
 }

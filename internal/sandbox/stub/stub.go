@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/pysig"
 	"github.com/nekro-go/nekro/plugin"
 )
@@ -30,7 +31,7 @@ type stubMethod struct {
 }
 
 // APICaller returns api_caller.py for the given methods.
-func APICaller(methods []*plugin.MethodInfo) ([]byte, error) {
+func APICaller(methods []*pluginhost.MethodInfo) ([]byte, error) {
 	data := struct {
 		All     string
 		Methods []stubMethod

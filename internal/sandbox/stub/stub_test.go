@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/sandbox/stub"
 	"github.com/nekro-go/nekro/plugin"
 )
@@ -27,7 +28,7 @@ func TestAPICallerIsValidPythonWithRealSignatures(t *testing.T) {
 		})
 	plugin.MountSandboxMethod(p, plugin.Method{Type: plugin.MultimodalAgent, Name: "show", Doc: "Show."},
 		func(*plugin.Ctx, struct{}) ([]plugin.ContentPart, error) { return nil, nil })
-	src, err := stub.APICaller(p.Methods())
+	src, err := stub.APICaller(pluginhost.Methods(p))
 	if err != nil {
 		t.Fatal(err)
 	}

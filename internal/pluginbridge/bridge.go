@@ -1,0 +1,49 @@
+// Package pluginbridge lets internal/pluginhost reach the parts of package
+// plugin that only the host uses, without exporting them to plugin
+// authors (package plugin is their face; pluginhost the host's, as
+// database/sql/driver and database/sql are). Package plugin fills these
+// in at init; only pluginhost calls them, and it restores their types.
+// Nothing else may use this package.
+package pluginbridge
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Set by package plugin's init. Arguments and results typed any are
+// plugin's own types, named in each comment.
+var (
+	// NewCtx(parent, *plugin.Plugin, env) *plugin.Ctx; env has the methods
+	// of pluginhost.RunEnv.
+	NewCtx func(parent context.Context, p any, env any) any
+	// Bind(*plugin.Plugin, services): services has the methods of
+	// pluginhost.Services.
+	Bind func(p any, services any)
+	// Hooks(*plugin.Plugin) ([]plugin.InitFunc, []plugin.CleanupFunc, []plugin.ChannelResetFunc).
+	Hooks func(p any) (init, cleanup, reset any)
+	// Methods(*plugin.Plugin) lists its mounted methods, in mount order.
+	Methods func(p any) []MethodData
+	// Call(entry, *plugin.Ctx, args) calls the method of a MethodData.Entry.
+	Call func(m any, ctx any, args map[string]json.RawMessage) (json.RawMessage, error)
+	// SetOptions([]plugin.SetOption) folds the options.
+	SetOptions func(opts any) (expiresAt time.Time, ttl time.Duration, hasTTL, expiry bool)
+	// Registered() []*plugin.Plugin, sorted by key.
+	Registered func() any
+)
+
+// MethodData is a mounted method as plugin describes it to the host.
+type MethodData struct {
+	Method       any // plugin.Method
+	Params       []ParamData
+	ResultPyType string
+	Entry        any // plugin's own; what Call takes
+}
+
+// ParamData is one parameter of a method.
+type ParamData struct {
+	Name, Doc, PyType string
+	Optional          bool
+	DefaultPy         string
+}

@@ -1,0 +1,184 @@
+// Package pluginhost is the host's side of the plugin SDK: what nekro's
+// runtime does with plugins that plugin authors never do (bind host
+// services, build a method call's Ctx, run hooks, call methods with raw
+// JSON, read store options, list registered plugins). Package plugin is
+// the authors' side and exports none of it.
+package pluginhost
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nekro-go/nekro/internal/pluginbridge"
+	"github.com/nekro-go/nekro/plugin"
+)
+
+// RunEnv is what the runtime lends the methods of one run.
+type RunEnv struct {
+	plugin.RunInfo
+	// StoreFor returns the KV store namespace of a plugin. Nil means the run
+	// has no store, and Ctx.Store returns one whose calls fail.
+	StoreFor func(p *plugin.Plugin) plugin.Store
+	// FS is the file bridge of this run's chat and sandbox.
+	FS plugin.FS
+	// Chat sends messages to this run's chat.
+	Chat plugin.ChatSender
+}
+
+// Info returns the run's identity.
+func (e *RunEnv) Info() plugin.RunInfo { return e.RunInfo }
+
+// StoreOf returns p's store for this run, or nil.
+func (e *RunEnv) StoreOf(p *plugin.Plugin) plugin.Store {
+	if e.StoreFor == nil {
+		return nil
+	}
+	return e.StoreFor(p)
+}
+
+// PluginFS is implemented by a file bridge that gives each plugin its own
+// view (host paths in its data directory are its own to forward).
+type PluginFS interface {
+	ForPlugin(pluginKey string) plugin.FS
+}
+
+// FilesOf returns the run's file bridge as p sees it, or nil.
+func (e *RunEnv) FilesOf(p *plugin.Plugin) plugin.FS {
+	if e.FS == nil {
+		return nil
+	}
+	if pf, ok := e.FS.(PluginFS); ok && p != nil {
+		return pf.ForPlugin(p.Key())
+	}
+	return e.FS
+}
+
+// Sender returns the run's chat, or nil.
+func (e *RunEnv) Sender() plugin.ChatSender { return e.Chat }
+
+// NewCtx binds a call of a method of p to a run.
+func NewCtx(parent context.Context, p *plugin.Plugin, env *RunEnv) *plugin.Ctx {
+	if env == nil {
+		env = &RunEnv{}
+	}
+	return pluginbridge.NewCtx(parent, p, env).(*plugin.Ctx)
+}
+
+// Services is what the runtime gives a plugin outside any run (in its init
+// and cleanup hooks, for instance).
+type Services interface {
+	// Store returns the plugin's KV namespace.
+	Store() plugin.Store
+	// DataDir returns the plugin's private directory, data/plugins/<key>/,
+	// creating it on first use.
+	DataDir() (string, error)
+	// Logger returns the runtime's logger, tagged with the plugin's key.
+	Logger() *slog.Logger
+}
+
+// Bind attaches the runtime's services to p, before its init hooks run.
+func Bind(p *plugin.Plugin, s Services) { pluginbridge.Bind(p, s) }
+
+// Hooks returns p's lifecycle hooks.
+func Hooks(p *plugin.Plugin) (init []plugin.InitFunc, cleanup []plugin.CleanupFunc, reset []plugin.ChannelResetFunc) {
+	i, c, r := pluginbridge.Hooks(p)
+	return i.([]plugin.InitFunc), c.([]plugin.CleanupFunc), r.([]plugin.ChannelResetFunc)
+}
+
+// MethodInfo is a mounted sandbox method as the host sees it: its
+// description, parameters and result type, and a raw entry point taking
+// JSON arguments.
+type MethodInfo struct {
+	plugin.Method
+	plugin *plugin.Plugin
+	params []Param
+	result string
+	entry  any
+}
+
+// Param is one parameter of a sandbox method, from one field of its
+// arguments struct.
+type Param struct {
+	Name     string // Python parameter name (the field's json name)
+	Doc      string // from the field's `jsonschema:"..."` tag
+	PyType   string // Python type hint, e.g. "int", "list[str]", "Optional[dict]"
+	Optional bool   // omitempty or pointer field
+	// DefaultPy is the Python literal used as the default ("None" when the
+	// field has no `default:"..."` tag); empty for required parameters.
+	DefaultPy string
+}
+
+// Plugin returns the plugin the method belongs to.
+func (m *MethodInfo) Plugin() *plugin.Plugin { return m.plugin }
+
+// Params returns the method's parameters in Python order.
+func (m *MethodInfo) Params() []Param { return slices.Clone(m.params) }
+
+// ResultPyType is the Python type hint of the method's result.
+func (m *MethodInfo) ResultPyType() string { return m.result }
+
+// methodInfos keeps one MethodInfo per mounted method, so the same method
+// is always the same pointer (the runtime compares them).
+var methodInfos sync.Map // entry -> *MethodInfo
+
+// Methods returns p's sandbox methods in the order they were mounted.
+func Methods(p *plugin.Plugin) []*MethodInfo {
+	var out []*MethodInfo
+	for _, d := range pluginbridge.Methods(p) {
+		if mi, ok := methodInfos.Load(d.Entry); ok {
+			out = append(out, mi.(*MethodInfo))
+			continue
+		}
+		mi := &MethodInfo{Method: d.Method.(plugin.Method), plugin: p, result: d.ResultPyType, entry: d.Entry}
+		for _, pa := range d.Params {
+			mi.params = append(mi.params, Param(pa))
+		}
+		actual, _ := methodInfos.LoadOrStore(d.Entry, mi)
+		out = append(out, actual.(*MethodInfo))
+	}
+	return out
+}
+
+// Call calls m with the run's ctx and the arguments as the sandbox sent
+// them, and returns the result encoded. A wrong argument is a
+// *plugin.ArgumentError; the method's own error is returned unchanged.
+// Call does not recover panics: the caller (the RPC server) does.
+func Call(m *MethodInfo, ctx *plugin.Ctx, args map[string]json.RawMessage) (json.RawMessage, error) {
+	return pluginbridge.Call(m.entry, ctx, args)
+}
+
+// SetOptions is what a list of plugin.SetOption amounts to.
+type SetOptions struct {
+	// ExpiresAt is when the value stops existing; zero means never.
+	ExpiresAt time.Time
+	// TTL, when HasTTL, sets the expiry to the time of the write plus TTL.
+	TTL    time.Duration
+	HasTTL bool
+	// Expiry is true when an option set ExpiresAt or TTL.
+	Expiry bool
+}
+
+// ApplySetOptions folds opts into one SetOptions.
+func ApplySetOptions(opts []plugin.SetOption) SetOptions {
+	var o SetOptions
+	o.ExpiresAt, o.TTL, o.HasTTL, o.Expiry = pluginbridge.SetOptions(opts)
+	return o
+}
+
+// Registered returns every registered plugin, sorted by key.
+func Registered() []*plugin.Plugin { return pluginbridge.Registered().([]*plugin.Plugin) }
+
+// Lookup returns the registered plugin with the given key.
+func Lookup(key string) (*plugin.Plugin, error) {
+	for _, p := range Registered() {
+		if p.Key() == key {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("unknown plugin %s (not compiled in? import it in plugins/all)", key)
+}

@@ -1,0 +1,39 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/nekro-go/nekro/internal/pluginbridge"
+)
+
+// The host's side (internal/pluginhost) reaches what only it uses through
+// pluginbridge, so plugin authors see none of it.
+func init() {
+	pluginbridge.NewCtx = func(parent context.Context, p any, env any) any {
+		return newCtx(parent, p.(*Plugin), env.(runEnv))
+	}
+	pluginbridge.Bind = func(p any, services any) { p.(*Plugin).bind(services.(hostServices)) }
+	pluginbridge.Hooks = func(p any) (any, any, any) { return p.(*Plugin).hooks() }
+	pluginbridge.Call = func(m any, ctx any, args map[string]json.RawMessage) (json.RawMessage, error) {
+		return m.(*mountedMethod).call(ctx.(*Ctx), args)
+	}
+	pluginbridge.Methods = func(p any) []pluginbridge.MethodData {
+		var out []pluginbridge.MethodData
+		for _, m := range p.(*Plugin).mounted() {
+			d := pluginbridge.MethodData{Method: m.Method, ResultPyType: m.resultPyType(), Entry: m}
+			for _, pa := range m.params {
+				d.Params = append(d.Params, pluginbridge.ParamData{Name: pa.Name, Doc: pa.Doc, PyType: pa.PyType,
+					Optional: pa.Optional, DefaultPy: pa.DefaultPy})
+			}
+			out = append(out, d)
+		}
+		return out
+	}
+	pluginbridge.SetOptions = func(opts any) (time.Time, time.Duration, bool, bool) {
+		o := applySetOptions(opts.([]SetOption))
+		return o.expiresAt, o.ttl, o.hasTTL, o.expiry
+	}
+	pluginbridge.Registered = func() any { return registered() }
+}
