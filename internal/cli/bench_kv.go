@@ -18,7 +18,7 @@ func newBenchKVCmd(g *globals) *cobra.Command {
 		Short: "KV get/set on SQLite and PostgreSQL vs an in-memory map, and get cost at 10k vs 1M keys",
 		Long: `Measure the KV store through the same front plugins use: get and set
 p50/p99 and ops/s with 100-byte and 64 KiB values, on SQLite, on PostgreSQL
-(when --database or NEKRO_TEST_DATABASE_URL names one; each case in a fresh
+(when --postgres or NEKRO_TEST_DATABASE_URL names one; each case in a fresh
 schema, dropped afterwards) and on an in-memory map (the ceiling), then get
 p50 at --scale-small vs --scale-large keys. The 64 KiB case writes
 --large-keys x 64 KiB per engine (6.5 GB at 100,000 keys).`,
@@ -33,7 +33,7 @@ p50 at --scale-small vs --scale-large keys. The 64 KiB case writes
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.PostgresURL, "database", os.Getenv("NEKRO_TEST_DATABASE_URL"), "PostgreSQL URL to include (env NEKRO_TEST_DATABASE_URL); empty skips it")
+	f.StringVar(&o.PostgresURL, "postgres", os.Getenv("NEKRO_TEST_DATABASE_URL"), "PostgreSQL URL to include (env NEKRO_TEST_DATABASE_URL); empty skips it")
 	f.IntVar(&o.Keys, "keys", 100_000, "keys with 100-byte values")
 	f.IntVar(&o.LargeKeys, "large-keys", 100_000, "keys with 64 KiB values (0 skips the case)")
 	f.IntVar(&o.Ops, "ops", 20_000, "gets, then sets, per case at most")
