@@ -36,4 +36,14 @@ func init() {
 		return o.expiresAt, o.ttl, o.hasTTL, o.expiry
 	}
 	pluginbridge.Registered = func() any { return registered() }
+	pluginbridge.MountRaw = func(p any, m any, params []pluginbridge.ParamData, result string,
+		call func(ctx any, args map[string]json.RawMessage) (json.RawMessage, error)) error {
+		ps := make([]param, len(params))
+		for i, pa := range params {
+			ps[i] = param{Name: pa.Name, Doc: pa.Doc, PyType: pa.PyType, Optional: pa.Optional, DefaultPy: pa.DefaultPy}
+		}
+		return mountRaw(p.(*Plugin), m.(Method), ps, result, func(ctx *Ctx, args map[string]json.RawMessage) (json.RawMessage, error) {
+			return call(ctx, args)
+		})
+	}
 }

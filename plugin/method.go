@@ -74,10 +74,18 @@ type mountedMethod struct {
 	params     []param
 	resultType reflect.Type
 	invoke     func(ctx *Ctx, args map[string]json.RawMessage) (any, error)
+	// rawResult, for a method mounted by the host from outside Go (a
+	// Python plugin's): its result type hint; invoke returns JSON.
+	rawResult string
 }
 
 // resultPyType is the Python type hint of the method's result.
-func (m *mountedMethod) resultPyType() string { return pyType(m.resultType) }
+func (m *mountedMethod) resultPyType() string {
+	if m.resultType == nil {
+		return m.rawResult
+	}
+	return pyType(m.resultType)
+}
 
 // param is one parameter of a sandbox method, from one field of its
 // arguments struct.
@@ -121,22 +129,12 @@ func (e *ArgumentError) Error() string {
 // Mistakes panic, naming the plugin and the method: call it from init().
 func MountSandboxMethod[In, Out any](p *Plugin, m Method, fn func(ctx *Ctx, args In) (Out, error)) {
 	where := fmt.Sprintf("plugin %s: method %q", p.Key(), m.Name)
-	if !keys.Ident(m.Name) || strings.HasPrefix(m.Name, "_") || pyKeywords[m.Name] {
-		panic(where + ": name must be a Python identifier, not a keyword, not starting with _")
-	}
 	if fn == nil {
 		panic(where + ": nil function")
 	}
-	for _, other := range p.methods {
-		if other.Name == m.Name {
-			panic(where + ": mounted twice")
-		}
-	}
-	if strings.TrimSpace(m.Doc) == "" {
-		panic(where + ": Doc is empty; the AI learns the method only from it")
-	}
-	if m.Description == "" {
-		m.Description = strings.SplitN(strings.TrimSpace(m.Doc), "\n", 2)[0]
+	var err error
+	if m, err = checkMethod(p, m); err != nil {
+		panic(where + ": " + err.Error())
 	}
 	inType := reflect.TypeFor[In]()
 	outType := reflect.TypeFor[Out]()
@@ -156,6 +154,67 @@ func MountSandboxMethod[In, Out any](p *Plugin, m Method, fn func(ctx *Ctx, args
 		return fn(ctx, in)
 	}
 	p.methods = append(p.methods, info)
+}
+
+// checkMethod checks what every mounted method needs, Go or not, and
+// fills Description from Doc.
+func checkMethod(p *Plugin, m Method) (Method, error) {
+	if !keys.Ident(m.Name) || strings.HasPrefix(m.Name, "_") || pyKeywords[m.Name] {
+		return m, fmt.Errorf("name must be a Python identifier, not a keyword, not starting with _")
+	}
+	for _, other := range p.methods {
+		if other.Name == m.Name {
+			return m, fmt.Errorf("mounted twice")
+		}
+	}
+	if strings.TrimSpace(m.Doc) == "" {
+		return m, fmt.Errorf("Doc is empty; the AI learns the method only from it")
+	}
+	if m.Description == "" {
+		m.Description = strings.SplitN(strings.TrimSpace(m.Doc), "\n", 2)[0]
+	}
+	if m.Type < Tool || m.Type > MultimodalAgent {
+		return m, fmt.Errorf("unknown method type %d", int(m.Type))
+	}
+	return m, nil
+}
+
+// mountRaw mounts a method implemented outside Go (a Python plugin's):
+// the host gives its parameters and result type as Python sees them, and
+// a call that takes and returns JSON. Arguments are checked here for
+// unknown and missing names; the implementation checks their types.
+func mountRaw(p *Plugin, m Method, params []param, result string,
+	call func(ctx *Ctx, args map[string]json.RawMessage) (json.RawMessage, error)) error {
+	if strings.TrimSpace(m.Doc) == "" {
+		m.Doc = m.Description // a Python function may have no docstring
+	}
+	m, err := checkMethod(p, m)
+	if err != nil {
+		return fmt.Errorf("plugin %s: method %q: %w", p.Key(), m.Name, err)
+	}
+	seen := map[string]bool{}
+	for _, pa := range params {
+		if !keys.Ident(pa.Name) || pyKeywords[pa.Name] || seen[pa.Name] {
+			return fmt.Errorf("plugin %s: method %q: parameter %q is not a Python identifier or appears twice", p.Key(), m.Name, pa.Name)
+		}
+		seen[pa.Name] = true
+	}
+	info := &mountedMethod{Method: m, plugin: p, params: params, rawResult: result}
+	info.invoke = func(ctx *Ctx, raw map[string]json.RawMessage) (any, error) {
+		for name := range raw {
+			if !seen[name] {
+				return nil, &ArgumentError{Method: m.Name, Msg: fmt.Sprintf("got an unexpected argument '%s'", name)}
+			}
+		}
+		for _, pa := range params {
+			if _, ok := raw[pa.Name]; !ok && !pa.Optional {
+				return nil, &ArgumentError{Method: m.Name, Param: pa.Name, Msg: fmt.Sprintf("is missing (expected %s)", pa.PyType)}
+			}
+		}
+		return call(ctx, raw)
+	}
+	p.methods = append(p.methods, info)
+	return nil
 }
 
 func checkResultType(t MethodType, out reflect.Type) error {
@@ -187,6 +246,9 @@ func (m *mountedMethod) call(ctx *Ctx, args map[string]json.RawMessage) (json.Ra
 	if err != nil {
 		return nil, err
 	}
+	if raw, ok := out.(json.RawMessage); ok && m.resultType == nil {
+		return m.checkRaw(raw)
+	}
 	if m.Type == MultimodalAgent {
 		for i, part := range out.([]ContentPart) {
 			if err := part.validate(); err != nil {
@@ -199,6 +261,34 @@ func (m *mountedMethod) call(ctx *Ctx, args map[string]json.RawMessage) (json.Ra
 		return nil, fmt.Errorf("%s returned a value that cannot be encoded as JSON: %w", m.Name, err)
 	}
 	return b, nil
+}
+
+// checkRaw holds a result from outside Go to what its method type
+// promises: a string for AGENT and BEHAVIOR, valid content parts for
+// MULTIMODAL_AGENT, JSON for TOOL.
+func (m *mountedMethod) checkRaw(raw json.RawMessage) (json.RawMessage, error) {
+	switch m.Type {
+	case Agent, Behavior:
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fmt.Errorf("%s is a %s method and must return a string", m.Name, m.Type)
+		}
+	case MultimodalAgent:
+		var parts []ContentPart
+		if err := json.Unmarshal(raw, &parts); err != nil {
+			return nil, fmt.Errorf("%s must return a list of content parts: %w", m.Name, err)
+		}
+		for i, part := range parts {
+			if err := part.validate(); err != nil {
+				return nil, fmt.Errorf("%s returned an invalid content part %d: %w", m.Name, i, err)
+			}
+		}
+	default:
+		if !json.Valid(raw) {
+			return nil, fmt.Errorf("%s returned invalid JSON", m.Name)
+		}
+	}
+	return raw, nil
 }
 
 func paramsOf(t reflect.Type) ([]param, error) {

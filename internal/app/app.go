@@ -13,6 +13,8 @@ import (
 	"github.com/nekro-go/nekro/internal/llm"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/nekro-go/nekro/internal/agent"
@@ -21,7 +23,10 @@ import (
 	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/kv"
 	"github.com/nekro-go/nekro/internal/kv/kvopen"
+	"github.com/nekro-go/nekro/internal/pluginhost"
+	"github.com/nekro-go/nekro/internal/pyplugin"
 	"github.com/nekro-go/nekro/internal/runtime"
+	"github.com/nekro-go/nekro/plugin"
 )
 
 // Config is what an App is made of. The zero value plus DataDir is a
@@ -38,9 +43,19 @@ type Config struct {
 	SQLite db.SQLiteOptions
 	// KV limits the plugins' values.
 	KV kv.Limits
-	// Runtime configures the sandboxes; its DataDir, Log, DB and Store
-	// are filled in here.
+	// Runtime configures the sandboxes; its DataDir, Log, DB and Store are
+	// filled in here. Its Plugins are the compiled-in plugins to consider
+	// (nil: every registered one); the Python ones join them.
 	Runtime runtime.Config
+	// PluginDirs hold Python plugins (--plugin-dir), each run in a process
+	// of its own (package pyplugin).
+	PluginDirs []string
+	// PluginPython is the interpreter of Python plugins; default
+	// /usr/bin/python3.
+	PluginPython string
+	// Enable lists the plugin keys to enable (--plugins); nil means all.
+	// nekro.basic is always on when compiled in.
+	Enable []string
 	// LLM names the model; when incomplete the agent answers no turn and
 	// says why (runs without a model still work).
 	LLM llm.Config
@@ -59,6 +74,8 @@ type App struct {
 	Agent   *agent.Agent
 	// Model is the configured model's name, "" when none.
 	Model string
+	// PythonFailed says, per file, why a Python plugin did not load.
+	PythonFailed map[string]error
 
 	log     *slog.Logger
 	closers []func(context.Context) error // in opening order
@@ -102,8 +119,22 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	a.closers = append(a.closers, func(context.Context) error { return a.Chats.Close() })
 
+	// Python plugins' processes close after the runtime, which runs their
+	// cleanup hooks.
+	py, err := pyplugin.Load(ctx, pyplugin.Options{Dirs: cfg.PluginDirs, Python: cfg.PluginPython,
+		CacheDir: filepath.Join(a.Layout.Root, "python"), Log: cfg.Log})
+	if err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, func(context.Context) error { return py.Close() })
+	a.PythonFailed = py.Failed
+	plugins, err := choosePlugins(cfg, py)
+	if err != nil {
+		return nil, err
+	}
+
 	rc := cfg.Runtime
-	rc.DataDir, rc.DB, rc.Store = cfg.DataDir, a.DB, a.Store
+	rc.DataDir, rc.DB, rc.Store, rc.Plugins = cfg.DataDir, a.DB, a.Store, plugins
 	if rc.Log == nil {
 		rc.Log = cfg.Log
 	}
@@ -135,6 +166,50 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.Agent = agent.New(a.Runtime, a.Chats, model, ac)
 	a.closers = append(a.closers, a.Agent.Shutdown)
 	return a, nil
+}
+
+// choosePlugins joins the compiled-in plugins and the Python ones (a key
+// defined by both is an error naming both) and keeps those cfg.Enable
+// names (an unknown key is an error).
+func choosePlugins(cfg Config, py *pyplugin.Set) ([]*plugin.Plugin, error) {
+	goPlugins := cfg.Runtime.Plugins
+	if goPlugins == nil {
+		goPlugins = pluginhost.Registered()
+	}
+	all := map[string]*plugin.Plugin{}
+	for _, p := range goPlugins {
+		all[p.Key()] = p
+	}
+	for _, p := range py.Plugins {
+		if _, dup := all[p.Key()]; dup {
+			return nil, fmt.Errorf("plugin key %s is defined twice: by a compiled-in Go plugin and by %s", p.Key(), py.Paths[p.Key()])
+		}
+		all[p.Key()] = p
+	}
+	var keys []string
+	if cfg.Enable == nil {
+		for k := range all {
+			keys = append(keys, k)
+		}
+	} else {
+		keys = append(keys, cfg.Enable...)
+		if _, ok := all["nekro.basic"]; ok {
+			keys = append(keys, "nekro.basic")
+		}
+	}
+	sort.Strings(keys)
+	var out []*plugin.Plugin
+	for i, k := range keys {
+		if i > 0 && keys[i-1] == k {
+			continue
+		}
+		p, ok := all[k]
+		if !ok {
+			return nil, fmt.Errorf("--plugins: unknown plugin %s (not compiled in, and no --plugin-dir holds it)", k)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 func (a *App) openStore(ctx context.Context, cfg Config) error {

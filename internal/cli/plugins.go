@@ -2,13 +2,13 @@ package cli
 
 import (
 	"fmt"
-	"github.com/nekro-go/nekro/internal/pluginhost"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/nekro-go/nekro/internal/app"
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/pysig"
-	"github.com/nekro-go/nekro/internal/registry"
 )
 
 func init() { subcommands = append(subcommands, newPluginsCmd) }
@@ -19,10 +19,17 @@ func newPluginsCmd(g *globals) *cobra.Command {
 		Use:   "plugins",
 		Short: "List the enabled plugins (see --plugins) and their sandbox methods",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			reg, err := registry.New(g.enabled, g.logger())
+			// Python plugins describe themselves only once their process
+			// runs: assemble nekro as a run would.
+			a, err := app.Open(cmd.Context(), g.config())
 			if err != nil {
 				return err
 			}
+			defer a.Close(cmd.Context())
+			for file, err := range a.PythonFailed {
+				fmt.Fprintf(cmd.ErrOrStderr(), "nekro: python plugin %s not loaded: %v\n", file, err)
+			}
+			reg := a.Runtime.Registry()
 			out := cmd.OutOrStdout()
 			if prompt {
 				fmt.Fprint(out, reg.RenderMethods())

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,25 +20,24 @@ import (
 	"github.com/nekro-go/nekro/internal/db"
 	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/kv"
-	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/uids"
-	"github.com/nekro-go/nekro/plugin"
 )
 
 // globals are the flags every subcommand shares.
 type globals struct {
-	dataDir  string
-	database string // database URL; "" is SQLite in the data directory
-	python   string
-	logLevel string
-	sandbox  string
-	image    string
-	plugins  string
-	enabled  []*plugin.Plugin // from --plugins, checked before any command runs
-	maxRuns  int
-	kvValue  int64
-	kvQuota  *byteSize
+	dataDir     string
+	database    string // database URL; "" is SQLite in the data directory
+	python      string
+	logLevel    string
+	sandbox     string
+	image       string
+	plugins     string
+	pluginDirs  []string // --plugin-dir: Python plugins
+	callTimeout time.Duration
+	maxRuns     int
+	kvValue     int64
+	kvQuota     *byteSize
 
 	sandboxUIDs  string // FIRST-LAST: each chat's own uid comes from here
 	sharedQuota  *byteSize
@@ -85,8 +85,7 @@ func NewRoot() *cobra.Command {
 			if g.uidRange, err = uids.ParseRange(g.sandboxUIDs); err != nil {
 				return fmt.Errorf("--sandbox-uids: %w", err)
 			}
-			g.enabled, err = g.enabledPlugins()
-			return err
+			return nil
 		},
 	}
 	g.sharedQuota = envByteSize("NEKRO_SHARED_QUOTA", runtime.DefaultSharedQuota)
@@ -99,6 +98,10 @@ func NewRoot() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.sandbox, "sandbox", envOr("NEKRO_SANDBOX", "bwrap"), "sandbox backend: bwrap or docker (env NEKRO_SANDBOX)")
 	root.PersistentFlags().StringVar(&g.image, "docker-image", envOr("NEKRO_DOCKER_IMAGE", "nekro-sandbox"), "image of the docker sandbox backend (env NEKRO_DOCKER_IMAGE)")
 	root.PersistentFlags().StringVar(&g.plugins, "plugins", envOr("NEKRO_PLUGINS", "all"), "plugins to enable: all, or a comma-separated list of keys (author.module); nekro.basic is always on (env NEKRO_PLUGINS)")
+	root.PersistentFlags().StringArrayVar(&g.pluginDirs, "plugin-dir", envList("NEKRO_PLUGIN_DIR"),
+		"directory of Python plugins (*.py files and packages defining `plugin`); repeatable (env NEKRO_PLUGIN_DIR, paths joined by :)")
+	root.PersistentFlags().DurationVar(&g.callTimeout, "call-timeout", envDuration("NEKRO_CALL_TIMEOUT", 0),
+		"how long one sandbox method call may take unless the method sets its own (default 60s; env NEKRO_CALL_TIMEOUT)")
 	root.PersistentFlags().IntVar(&g.maxRuns, "max-runs", envInt("NEKRO_MAX_RUNS", 8), "sandbox runs at once, across all chats (env NEKRO_MAX_RUNS)")
 	root.PersistentFlags().Int64Var(&g.kvValue, "kv-max-value", envInt("NEKRO_KV_MAX_VALUE", int64(1<<20)), "largest KV value in bytes (env NEKRO_KV_MAX_VALUE)")
 	root.PersistentFlags().Var(g.kvQuota, "kv-quota", "disk each plugin's KV values may take up, e.g. 256MiB, or none (env NEKRO_KV_QUOTA)")
@@ -157,40 +160,51 @@ func (g *globals) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
-// enabledPlugins returns the compiled-in plugins --plugins names.
-func (g *globals) enabledPlugins() ([]*plugin.Plugin, error) {
+// enableList returns the keys --plugins names, or nil for all.
+func (g *globals) enableList() []string {
 	if strings.TrimSpace(g.plugins) == "all" {
-		return pluginhost.Registered(), nil
+		return nil
 	}
-	keys := map[string]bool{"nekro.basic": true}
+	keys := []string{}
 	for _, k := range strings.Split(g.plugins, ",") {
 		if k = strings.TrimSpace(k); k != "" {
-			keys[k] = true
+			keys = append(keys, k)
 		}
 	}
-	var out []*plugin.Plugin
-	for k := range keys {
-		p, err := pluginhost.Lookup(k)
-		if err != nil {
-			if k == "nekro.basic" {
-				continue // a custom binary without the built-ins
-			}
-			return nil, fmt.Errorf("--plugins: %w", err)
-		}
-		out = append(out, p)
-	}
-	return out, nil
+	return keys
 }
 
 // config returns the configuration the shared flags describe.
 func (g *globals) config() app.Config {
 	return app.Config{DataDir: g.dataDir, DatabaseURL: g.database, Log: g.logger(),
-		KV: kv.Limits{MaxValueBytes: g.kvValue, QuotaBytes: g.kvQuotaBytes(), QuotaHint: kvQuotaHint},
-		Runtime: runtime.Config{Python: g.python, Plugins: g.enabled, MaxConcurrentRuns: g.maxRuns,
+		KV:         kv.Limits{MaxValueBytes: g.kvValue, QuotaBytes: g.kvQuotaBytes(), QuotaHint: kvQuotaHint},
+		PluginDirs: g.pluginDirs, Enable: g.enableList(),
+		Runtime: runtime.Config{Python: g.python, MaxConcurrentRuns: g.maxRuns, CallTimeout: g.callTimeout,
 			SandboxUIDs: g.uidRange, SharedQuota: int64(*g.sharedQuota), SharedInodes: g.sharedInodes,
 			PluginDataQuota: int64(*g.pluginQuota),
 			Sandbox:         g.sandbox, DockerImage: g.image, DockerArgs: strings.Fields(os.Getenv("NEKRO_DOCKER_ARGS")),
 			Files: files.Options{AllowPrivateNetworks: envTrue(files.AllowPrivateEnv)}}}
+}
+
+// envDuration reads a duration from the environment variable name, or def
+// when it is unset or malformed.
+func envDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return d
+	}
+	return def
+}
+
+// envList splits the environment variable name at ":", dropping empty
+// parts.
+func envList(name string) []string {
+	var out []string
+	for _, p := range strings.Split(os.Getenv(name), ":") {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // envTrue reports whether the environment variable name is set to 1, true

@@ -31,6 +31,10 @@ var (
 	SetOptions func(opts any) (expiresAt time.Time, ttl time.Duration, hasTTL, expiry bool)
 	// Registered() []*plugin.Plugin, sorted by key.
 	Registered func() any
+	// MountRaw(*plugin.Plugin, plugin.Method, params, result, call) mounts
+	// a method implemented outside Go; call's ctx is a *plugin.Ctx.
+	MountRaw func(p any, m any, params []ParamData, result string,
+		call func(ctx any, args map[string]json.RawMessage) (json.RawMessage, error)) error
 )
 
 // MethodData is a mounted method as plugin describes it to the host.

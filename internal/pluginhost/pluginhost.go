@@ -122,6 +122,22 @@ func (m *MethodInfo) Params() []Param { return slices.Clone(m.params) }
 // ResultPyType is the Python type hint of the method's result.
 func (m *MethodInfo) ResultPyType() string { return m.result }
 
+// MountRaw mounts on p a method implemented outside Go (a Python
+// plugin's): its parameters and result type as Python sees them, and a
+// call taking and returning JSON. Unknown and missing arguments are
+// refused before call runs; an AGENT or BEHAVIOR result must be a JSON
+// string, a MULTIMODAL_AGENT one a list of content parts.
+func MountRaw(p *plugin.Plugin, m plugin.Method, params []Param, result string,
+	call func(ctx *plugin.Ctx, args map[string]json.RawMessage) (json.RawMessage, error)) error {
+	ps := make([]pluginbridge.ParamData, len(params))
+	for i, pa := range params {
+		ps[i] = pluginbridge.ParamData(pa)
+	}
+	return pluginbridge.MountRaw(p, m, ps, result, func(ctx any, args map[string]json.RawMessage) (json.RawMessage, error) {
+		return call(ctx.(*plugin.Ctx), args)
+	})
+}
+
 // methodInfos keeps one MethodInfo per mounted method, so the same method
 // is always the same pointer (the runtime compares them).
 var methodInfos sync.Map // entry -> *MethodInfo

@@ -1,0 +1,548 @@
+package pyplugin
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nekro-go/nekro/internal/pluginhost"
+	"github.com/nekro-go/nekro/plugin"
+)
+
+// maxLine bounds one message either way (a method's result, a stored
+// value): the sandbox RPC's request limit.
+const maxLine = 16 << 20
+
+// Restart backoff after a process ended unexpectedly.
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 30 * time.Second
+)
+
+// hello is what a plugin process says first.
+type hello struct {
+	Error  string `json:"error"`
+	Plugin struct {
+		Name, Description, Version, Author, URL string
+		ModuleName                              string `json:"module_name"`
+	} `json:"plugin"`
+	Methods []struct {
+		Name        string `json:"name"`
+		Type        string `json:"type"`
+		DisplayName string `json:"display_name"`
+		Description string `json:"description"`
+		Doc         string `json:"doc"`
+		Result      string `json:"result"`
+		Params      []struct {
+			Name      string `json:"name"`
+			PyType    string `json:"py_type"`
+			Optional  bool   `json:"optional"`
+			DefaultPy string `json:"default_py"`
+		} `json:"params"`
+	} `json:"methods"`
+	Hooks struct{ Init, Cleanup, Reset bool } `json:"hooks"`
+}
+
+// message is any line either way.
+type message struct {
+	ID     *int64          `json:"id,omitempty"`
+	Req    *int64          `json:"req,omitempty"`
+	Op     string          `json:"op,omitempty"`
+	Call   string          `json:"call,omitempty"`
+	Args   json.RawMessage `json:"args,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  json.RawMessage `json:"error,omitempty"`
+	// log lines
+	Level string `json:"level,omitempty"`
+	Msg   string `json:"msg,omitempty"`
+}
+
+// callError is a failure the plugin reported.
+type callError struct {
+	Type      string `json:"type"` // "plugin" or "argument"
+	Message   string `json:"message"`
+	Traceback string `json:"traceback"`
+}
+
+// host is one plugin's process, restarted when it dies.
+type host struct {
+	path, python, pkgDir string
+	startTimeout         time.Duration
+	log                  *slog.Logger
+	plugin               *plugin.Plugin
+	hooks                struct{ Init, Cleanup, Reset bool }
+
+	mu      sync.Mutex
+	proc    *process // nil while restarting
+	ready   chan struct{}
+	closed  bool
+	backoff time.Duration
+	calls   map[string]*plugin.Ctx // in-flight calls by token, for the plugin's requests
+}
+
+// process is one run of the plugin's Python process.
+type process struct {
+	cmd     *exec.Cmd
+	conn    net.Conn
+	wmu     sync.Mutex
+	nextID  int64
+	pmu     sync.Mutex
+	pending map[int64]chan message
+	hello   chan message
+	done    chan struct{} // closed when the process has ended
+	exitErr error
+	started time.Time
+}
+
+// load starts the process and builds the plugin it describes.
+func (h *host) load(ctx context.Context) (*plugin.Plugin, error) {
+	h.calls = map[string]*plugin.Ctx{}
+	p, hl, err := h.start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.build(hl); err != nil {
+		h.mu.Lock()
+		h.closed = true
+		h.mu.Unlock()
+		p.kill()
+		return nil, err
+	}
+	h.mu.Lock()
+	h.proc, h.ready = p, closedChan()
+	h.mu.Unlock()
+	go h.supervise(p)
+	return h.plugin, nil
+}
+
+func closedChan() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+// start runs the process and reads its hello.
+func (h *host) start(ctx context.Context) (*process, *hello, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("socketpair: %w", err)
+	}
+	ours := os.NewFile(uintptr(fds[0]), "nekro-plugin")
+	theirs := os.NewFile(uintptr(fds[1]), "nekro-plugin-child")
+	defer theirs.Close()
+	conn, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("plugin connection: %w", err)
+	}
+	cmd := exec.Command(h.python, "-u", "-B", "-m", "nekro_agent._host", h.path, "3")
+	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.Env = pluginEnv(h.pkgDir)
+	cmd.Dir = filepath.Dir(h.path)
+	cmd.Stdout = logWriter{h.log, slog.LevelInfo}
+	cmd.Stderr = logWriter{h.log, slog.LevelWarn}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("start %s: %w", h.python, err)
+	}
+	p := &process{cmd: cmd, conn: conn, pending: map[int64]chan message{}, hello: make(chan message, 1),
+		done: make(chan struct{}), started: time.Now()}
+	go func() {
+		p.exitErr = cmd.Wait()
+		conn.Close()
+		close(p.done)
+	}()
+	go h.read(p)
+	timer := time.NewTimer(h.startTimeout)
+	defer timer.Stop()
+	select {
+	case m := <-p.hello:
+		var hl hello
+		if err := json.Unmarshal(m.Args, &hl); err != nil {
+			p.kill()
+			return nil, nil, fmt.Errorf("%s: bad description: %w", h.path, err)
+		}
+		if hl.Error != "" {
+			p.kill()
+			return nil, nil, fmt.Errorf("%s: %s", h.path, hl.Error)
+		}
+		return p, &hl, nil
+	case <-p.done:
+		return nil, nil, fmt.Errorf("%s: the plugin process ended before describing the plugin (%v)", h.path, p.exitErr)
+	case <-timer.C:
+		p.kill()
+		return nil, nil, fmt.Errorf("%s: the plugin took more than %s to import", h.path, h.startTimeout)
+	case <-ctx.Done():
+		p.kill()
+		return nil, nil, ctx.Err()
+	}
+}
+
+// pluginEnv is the plugin process's environment: nekro's own secrets (API
+// keys, tokens, database URLs) stay out; what a plugin needs to reach the
+// network and find its packages goes in.
+func pluginEnv(pkgDir string) []string {
+	env := []string{"PYTHONPATH=" + pkgDir, "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"}
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(k, "NEKRO_"):
+		case k == "PATH", k == "HOME", k == "USER", k == "LANG", k == "TZ", strings.HasPrefix(k, "LC_"),
+			strings.HasSuffix(strings.ToUpper(k), "_PROXY"), strings.HasPrefix(k, "SSL_CERT_"), k == "REQUESTS_CA_BUNDLE":
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// build turns the description into a plugin with raw methods and hooks.
+func (h *host) build(hl *hello) (err error) {
+	defer func() {
+		if v := recover(); v != nil { // plugin.New panics on bad names
+			err = fmt.Errorf("%s: %v", h.path, v)
+		}
+	}()
+	m := hl.Plugin
+	p := plugin.New(plugin.Meta{Name: m.Name, ModuleName: m.ModuleName, Author: m.Author, Version: m.Version,
+		Description: m.Description, URL: m.URL})
+	for _, md := range hl.Methods {
+		t, ok := methodTypes[md.Type]
+		if !ok {
+			return fmt.Errorf("%s: method %s has unknown type %q", h.path, md.Name, md.Type)
+		}
+		var params []pluginhost.Param
+		for _, pa := range md.Params {
+			params = append(params, pluginhost.Param{Name: pa.Name, PyType: pa.PyType, Optional: pa.Optional, DefaultPy: pa.DefaultPy})
+		}
+		name := md.Name
+		err := pluginhost.MountRaw(p, plugin.Method{Type: t, Name: md.Name, Description: md.Description, Doc: md.Doc},
+			params, md.Result, func(ctx *plugin.Ctx, args map[string]json.RawMessage) (json.RawMessage, error) {
+				return h.call(ctx, name, args)
+			})
+		if err != nil {
+			return fmt.Errorf("%s: %w", h.path, err)
+		}
+	}
+	h.plugin, h.hooks = p, hl.Hooks
+	p.OnInit(func(ctx context.Context) error { return h.init(ctx) })
+	p.OnCleanup(func(ctx context.Context) error {
+		if !h.hooks.Cleanup {
+			return nil
+		}
+		_, err := h.request(ctx, message{Op: "cleanup"}, "")
+		return err
+	})
+	if hl.Hooks.Reset {
+		p.OnChannelReset(func(ctx context.Context, chatKey string) error {
+			args, _ := json.Marshal(map[string]string{"chat_key": chatKey})
+			_, err := h.request(ctx, message{Op: "reset", Args: args}, "")
+			return err
+		})
+	}
+	return nil
+}
+
+var methodTypes = map[string]plugin.MethodType{
+	"tool": plugin.Tool, "agent": plugin.Agent, "behavior": plugin.Behavior, "multimodal_agent": plugin.MultimodalAgent,
+}
+
+// init tells the process its data directory, then runs the plugin's init
+// hook; it runs at start and again after every restart.
+func (h *host) init(ctx context.Context) error {
+	dir, err := h.plugin.DataDir()
+	if err != nil {
+		return err
+	}
+	args, _ := json.Marshal(map[string]string{"data_dir": dir})
+	if _, err := h.request(ctx, message{Op: "ready", Args: args}, ""); err != nil {
+		return err
+	}
+	if !h.hooks.Init {
+		return nil
+	}
+	_, err = h.request(ctx, message{Op: "init"}, "")
+	return err
+}
+
+// call runs a sandbox method in the process. The call's ctx carries the
+// method's deadline: a process that does not answer by then is killed
+// (and restarted), so a hung plugin cannot hold its callers forever.
+func (h *host) call(ctx *plugin.Ctx, method string, args map[string]json.RawMessage) (json.RawMessage, error) {
+	token := rand.Text()
+	h.mu.Lock()
+	h.calls[token] = ctx
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.calls, token)
+		h.mu.Unlock()
+	}()
+	run := ctx.Run()
+	body, _ := json.Marshal(map[string]any{"method": method, "args": args,
+		"ctx": map[string]string{"chat_key": run.ChatKey, "user_id": run.UserID, "container_key": run.ContainerKey, "run_id": run.RunID}})
+	return h.request(ctx, message{Op: "call", Args: body}, token)
+}
+
+// request sends one request and waits for its answer, the process's end
+// or ctx.
+func (h *host) request(ctx context.Context, m message, token string) (json.RawMessage, error) {
+	p, err := h.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.pmu.Lock()
+	p.nextID++
+	id := p.nextID
+	ch := make(chan message, 1)
+	p.pending[id] = ch
+	p.pmu.Unlock()
+	defer func() {
+		p.pmu.Lock()
+		delete(p.pending, id)
+		p.pmu.Unlock()
+	}()
+	m.ID, m.Call = &id, token
+	if err := p.send(m); err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", h.plugin.Key(), err)
+	}
+	select {
+	case r := <-ch:
+		if len(r.Error) > 0 {
+			var ce callError
+			if json.Unmarshal(r.Error, &ce) != nil {
+				ce.Message = string(r.Error)
+			}
+			if ce.Type == "argument" {
+				return nil, &plugin.ArgumentError{Method: methodName(m), Msg: strings.TrimPrefix(ce.Message, methodName(m)+"(): ")}
+			}
+			if ce.Traceback != "" {
+				h.log.Debug("plugin call failed", "op", m.Op, "traceback", ce.Traceback)
+			}
+			return nil, errors.New(ce.Message)
+		}
+		return r.Result, nil
+	case <-p.done:
+		return nil, fmt.Errorf("plugin %s: its process ended during the call (%v); it is being restarted", h.plugin.Key(), p.exitErr)
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			h.log.Warn("python plugin did not answer in time: restarting its process", "op", m.Op)
+			h.restart(p)
+			return nil, fmt.Errorf("plugin %s did not answer within its deadline; its process is restarted", h.plugin.Key())
+		}
+		return nil, ctx.Err()
+	}
+}
+
+func methodName(m message) string {
+	var a struct{ Method string }
+	json.Unmarshal(m.Args, &a)
+	return a.Method
+}
+
+// current returns the running process, waiting (within ctx) while it
+// restarts.
+func (h *host) current(ctx context.Context) (*process, error) {
+	for {
+		h.mu.Lock()
+		p, ready, closed := h.proc, h.ready, h.closed
+		h.mu.Unlock()
+		if closed {
+			return nil, fmt.Errorf("plugin %s is stopped", h.plugin.Key())
+		}
+		if p != nil {
+			select {
+			case <-p.done: // ended; supervise is about to restart it
+				h.restart(p)
+				continue
+			default:
+				return p, nil
+			}
+		}
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("plugin %s is restarting after its process ended: %w", h.plugin.Key(), ctx.Err())
+		}
+	}
+}
+
+// supervise restarts the process when it ends, with backoff, until close.
+func (h *host) supervise(p *process) {
+	for {
+		<-p.done
+		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			return
+		}
+		if time.Since(p.started) > time.Minute {
+			h.backoff = 0 // it ran well for a while
+		}
+		h.backoff = min(max(2*h.backoff, minBackoff), maxBackoff)
+		wait := h.backoff
+		h.mu.Unlock()
+		h.restart(p)
+		h.log.Warn("python plugin process ended; restarting", "err", p.exitErr, "in", wait)
+		time.Sleep(wait)
+		np, _, err := h.start(context.Background())
+		if err != nil {
+			h.log.Error("python plugin could not restart", "err", err)
+			p = &process{done: closedChan(), started: time.Now()}
+			continue
+		}
+		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			np.kill()
+			return
+		}
+		h.proc = np
+		close(h.ready)
+		h.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), h.startTimeout)
+		if err := h.init(ctx); err != nil {
+			h.log.Error("python plugin init after restart failed", "err", err)
+		}
+		cancel()
+		p = np
+	}
+}
+
+// restart takes p out of service (calls wait for its successor) and
+// kills it; supervise starts the successor.
+func (h *host) restart(p *process) {
+	h.mu.Lock()
+	if h.proc == p && !h.closed {
+		h.proc, h.ready = nil, make(chan struct{})
+	}
+	h.mu.Unlock()
+	p.kill()
+}
+
+// close stops the process for good.
+func (h *host) close() {
+	h.mu.Lock()
+	h.closed = true
+	p := h.proc
+	if h.ready != nil {
+		select {
+		case <-h.ready:
+		default:
+			close(h.ready)
+		}
+	}
+	h.mu.Unlock()
+	if p != nil {
+		p.kill()
+		<-p.done
+	}
+}
+
+func (p *process) send(m message) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	_, err = p.conn.Write(append(b, '\n'))
+	return err
+}
+
+func (p *process) kill() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+// read dispatches what the process sends: its hello, answers to requests,
+// its own requests (served concurrently) and log lines.
+func (h *host) read(p *process) {
+	sc := bufio.NewScanner(p.conn)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	for sc.Scan() {
+		var m message
+		line := sc.Bytes()
+		if err := json.Unmarshal(line, &m); err != nil {
+			h.log.Warn("python plugin sent a malformed line", "err", err)
+			continue
+		}
+		switch {
+		case m.Op == "hello":
+			m.Args = append(json.RawMessage(nil), line...)
+			select {
+			case p.hello <- m:
+			default:
+			}
+		case m.Op == "log":
+			h.logLine(m)
+		case m.Req != nil:
+			go p.answer(h, m)
+		case m.ID != nil:
+			p.pmu.Lock()
+			ch := p.pending[*m.ID]
+			p.pmu.Unlock()
+			if ch != nil {
+				ch <- m
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		h.log.Error("python plugin connection failed: stopping its process", "err", err)
+	}
+	p.kill()
+}
+
+func (h *host) logLine(m message) {
+	level := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warning": slog.LevelWarn,
+		"error": slog.LevelError, "critical": slog.LevelError}[m.Level]
+	h.log.Log(context.Background(), level, m.Msg)
+}
+
+// answer serves one request of the plugin's and writes the answer.
+func (p *process) answer(h *host, m message) {
+	result, err := h.serve(m)
+	reply := message{Req: m.Req}
+	if err != nil {
+		reply.Error, _ = json.Marshal(err.Error())
+	} else {
+		reply.Result, err = json.Marshal(result)
+		if err != nil {
+			reply.Error, _ = json.Marshal(err.Error())
+		}
+	}
+	if reply.Result == nil && reply.Error == nil {
+		reply.Result = json.RawMessage("null")
+	}
+	p.send(reply)
+}
+
+// logWriter sends a process's stdout and stderr to nekro's log.
+type logWriter struct {
+	log   *slog.Logger
+	level slog.Level
+}
+
+func (w logWriter) Write(b []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		if line != "" {
+			w.log.Log(context.Background(), w.level, line)
+		}
+	}
+	return len(b), nil
+}

@@ -1,0 +1,214 @@
+// Package pyplugin runs plugins written in Python to the Nekro Agent plugin
+// documents next to Go plugins, the way Dify's plugin daemon runs Python
+// plugins out of process.
+//
+// Each plugin (a *.py file or a package directory with __init__.py, in a
+// --plugin-dir directory, defining a module-level `plugin`) gets a Python
+// process of its own on the host, outside any sandbox (host trust, as in
+// the reference), running nekro_agent._host from the nekro_agent package
+// embedded in the binary. The process describes the plugin; nekro turns it
+// into a *plugin.Plugin with the same registry, key space, stubs and
+// prompt as Go plugins. Calls and hooks go to the process, and every store,
+// message and log call comes back to nekro over the same socket, with the
+// framing of the sandbox RPC (newline-delimited JSON, no pickle): a value a
+// Python plugin writes is the value `nekro kv` and Go code read.
+//
+// A plugin that raises fails that call; one that hangs past the call's
+// deadline or kills its process fails the calls in flight, and its process
+// is restarted with backoff (its init hook runs again). Nothing a plugin
+// does ends nekro.
+package pyplugin
+
+import (
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nekro-go/nekro/plugin"
+)
+
+//go:embed all:python
+var pythonFS embed.FS
+
+// Options say where the plugins are and how to run them.
+type Options struct {
+	// Dirs are searched for plugins, in order (--plugin-dir).
+	Dirs []string
+	// Python is the interpreter; default /usr/bin/python3.
+	Python string
+	// CacheDir receives the nekro_agent package the processes import
+	// (a directory per package version); usually data/python.
+	CacheDir string
+	// StartTimeout bounds a process's import of its plugin; default 30 s.
+	StartTimeout time.Duration
+	Log          *slog.Logger
+}
+
+// Set is the loaded Python plugins and their processes.
+type Set struct {
+	// Plugins are those that loaded, sorted by key.
+	Plugins []*plugin.Plugin
+	// Failed says, per plugin file, why it did not load.
+	Failed map[string]error
+	// Paths gives each plugin's file, by key (for clash messages).
+	Paths map[string]string
+	hosts []*host
+}
+
+// Load starts a process for every plugin found in opts.Dirs and returns
+// those that described themselves correctly. A directory that does not
+// exist is an error; a plugin that fails is reported in Set.Failed and
+// left out, the others load.
+func Load(ctx context.Context, opts Options) (*Set, error) {
+	if opts.Python == "" {
+		opts.Python = "/usr/bin/python3"
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 30 * time.Second
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	set := &Set{Failed: map[string]error{}, Paths: map[string]string{}}
+	paths, err := find(opts.Dirs)
+	if err != nil || len(paths) == 0 {
+		return set, err
+	}
+	pkgDir, err := unpack(opts.CacheDir)
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, path := range paths {
+		wg.Go(func() {
+			h := &host{path: path, python: opts.Python, pkgDir: pkgDir, startTimeout: opts.StartTimeout,
+				log: opts.Log.With("python_plugin", filepath.Base(path))}
+			p, err := h.load(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				set.Failed[path] = err
+				opts.Log.Error("python plugin not loaded", "file", path, "err", err)
+				return
+			}
+			if other, dup := set.Paths[p.Key()]; dup {
+				h.close()
+				set.Failed[path] = fmt.Errorf("plugin key %s is also defined by %s", p.Key(), other)
+				return
+			}
+			set.Paths[p.Key()] = path
+			set.Plugins = append(set.Plugins, p)
+			set.hosts = append(set.hosts, h)
+		})
+	}
+	wg.Wait()
+	sort.Slice(set.Plugins, func(i, j int) bool { return set.Plugins[i].Key() < set.Plugins[j].Key() })
+	return set, nil
+}
+
+// Close stops every process. The plugins' cleanup hooks must have run
+// (the runtime runs them when it closes).
+func (s *Set) Close() error {
+	for _, h := range s.hosts {
+		h.close()
+	}
+	return nil
+}
+
+// find lists the plugins in dirs: *.py files and directories holding
+// __init__.py, skipping names that start with "_" or ".".
+func find(dirs []string) ([]string, error) {
+	var out []string
+	for _, dir := range dirs {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("--plugin-dir %s: %w", dir, err)
+		}
+		for _, e := range ents {
+			name := e.Name()
+			if strings.HasPrefix(name, "_") || strings.HasPrefix(name, ".") {
+				continue
+			}
+			path, err := filepath.Abs(filepath.Join(dir, name))
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case e.Type().IsRegular() && strings.HasSuffix(name, ".py"):
+				out = append(out, path)
+			case e.IsDir():
+				if _, err := os.Stat(filepath.Join(path, "__init__.py")); err == nil {
+					out = append(out, path)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// unpack writes the embedded nekro_agent package under cacheDir, in a
+// directory named by its content's hash (written once, then reused), and
+// returns the directory to put on PYTHONPATH.
+func unpack(cacheDir string) (string, error) {
+	sum := sha256.New()
+	var files []string
+	err := fs.WalkDir(pythonFS, "python", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := pythonFS.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(sum, "%s %d\n", p, len(b))
+		sum.Write(b)
+		files = append(files, p)
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("nekro_agent package: %w", err)
+	}
+	dir := filepath.Join(cacheDir, hex.EncodeToString(sum.Sum(nil))[:16])
+	if _, err := os.Stat(filepath.Join(dir, "nekro_agent", "__init__.py")); err == nil {
+		return dir, nil
+	}
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return "", fmt.Errorf("nekro_agent package: %w", err)
+	}
+	tmp, err := os.MkdirTemp(cacheDir, ".unpack-")
+	if err != nil {
+		return "", fmt.Errorf("nekro_agent package: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	for _, p := range files {
+		b, _ := pythonFS.ReadFile(p)
+		dst := filepath.Join(tmp, strings.TrimPrefix(p, "python/"))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return "", fmt.Errorf("nekro_agent package: %w", err)
+		}
+		if err := os.WriteFile(dst, b, 0o644); err != nil {
+			return "", fmt.Errorf("nekro_agent package: %w", err)
+		}
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", fmt.Errorf("nekro_agent package: %w", err)
+	}
+	if err := os.Rename(tmp, dir); err != nil && !errors.Is(err, fs.ErrExist) {
+		if _, serr := os.Stat(dir); serr != nil { // another process won the race: fine
+			return "", fmt.Errorf("nekro_agent package: %w", err)
+		}
+	}
+	return dir, nil
+}

@@ -1,0 +1,148 @@
+package pyplugin_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/nekro-go/nekro/internal/testutil"
+)
+
+const pluginDir = "testdata/plugins"
+
+// execPy runs code with `nekro exec` and the test plugins.
+func execPy(t *testing.T, data, code string, flags ...string) testutil.Result {
+	t.Helper()
+	args := append([]string{"exec", "--data", data, "--plugin-dir", pluginDir, "--chat", "c1", "--user", "u1"}, flags...)
+	return testutil.RunNekro(t, []byte(code), append(args, "-")...)
+}
+
+// A Python plugin written to the documents' API runs next to the Go
+// plugins: its methods are called from the sandbox like Go ones, its
+// store is the one `nekro kv` reads, bytes, messages, BEHAVIOR and AGENT
+// results work, and its init and cleanup hooks run.
+func TestPythonPluginMethodsStoreAndHooks(t *testing.T) {
+	data := testutil.DataDir(t)
+	r := execPy(t, data, `
+print("save", save_note("hello", ["a"]), save_note("hello again"))
+print("read", read_note())
+print("bytes", count_bytes(b"12345"))
+print("announce", announce("hi chat"))
+`)
+	if r.Code != 0 {
+		t.Fatalf("exec: %+v", r)
+	}
+	for _, w := range []string{"save 0 1", "read {'text': 'hello again', 'tags': [], 'user': 'u1'}", "bytes 5", "announce sent: hi chat"} {
+		if !strings.Contains(r.Stdout, w) {
+			t.Errorf("output lacks %q:\n%s", w, r.Stdout)
+		}
+	}
+	if !strings.Contains(r.Stderr, "sent to chat c1: hi chat") {
+		t.Errorf("the message did not reach the chat:\n%s", r.Stderr)
+	}
+	if !strings.Contains(r.Stderr, "broken.py") || !strings.Contains(r.Stderr, "MissingPluginInstance") {
+		t.Errorf("the file without a plugin is not reported by name:\n%s", r.Stderr)
+	}
+	// What the Python plugin wrote is what nekro kv reads.
+	kv := func(args ...string) string {
+		t.Helper()
+		r := testutil.RunNekro(t, nil, append([]string{"kv", "get", "--data", data, "--plugin", "tester.pynotes"}, args...)...)
+		return strings.TrimSpace(r.Stdout)
+	}
+	var note map[string]any
+	if err := json.Unmarshal([]byte(kv("--chat", "c1", "note")), &note); err != nil || note["text"] != "hello again" {
+		t.Errorf("nekro kv reads %v (%v)", note, err)
+	}
+	if got := kv("inits"); got != "1" {
+		t.Errorf("init hook ran %s times, want 1", got)
+	}
+	if got := kv("cleaned"); got != "yes" {
+		t.Errorf("cleanup hook did not run at exit: %q", got)
+	}
+	testutil.MountVolumes(t, data)
+	if b, err := os.ReadFile(filepath.Join(data, "plugins", "tester.pynotes", "init.txt")); err != nil || string(b) != "initialized" {
+		t.Errorf("get_plugin_data_dir: %q, %v", b, err)
+	}
+
+	// An AGENT method ends the run.
+	r = execPy(t, data, "ask_model('life')\nprint('not reached')")
+	if r.Code != 8 || strings.Contains(r.Stdout, "not reached") || !strings.Contains(r.Stdout, "the answer to 'life' is 42") {
+		t.Errorf("agent method: %+v", r)
+	}
+	// The chat's reset runs the plugin's reset hook.
+	if r := testutil.RunNekro(t, nil, "--data", data, "--plugin-dir", pluginDir, "chats", "reset", "c1"); r.Code != 0 {
+		t.Fatalf("reset: %+v", r)
+	}
+	if got := kv("--chat", "c1", "note"); got != "" {
+		t.Errorf("the reset hook left the note: %q", got)
+	}
+}
+
+// A plugin that raises fails that call; one that kills its process fails
+// the call and is restarted (its init runs again); one that hangs fails
+// at the deadline and is restarted; nekro survives all of them.
+func TestPythonPluginFailuresStayContained(t *testing.T) {
+	data := testutil.DataDir(t)
+	r := execPy(t, data, `
+def attempt(label, f):
+    try:
+        print(label, "returned", f())
+    except Exception as e:
+        print(label, type(e).__name__, e)
+attempt("explode", explode)
+attempt("die", die)
+attempt("after-die", lambda: slow(0.01))
+attempt("hang", hang)
+attempt("after-hang", lambda: slow(0.01))
+`, "--call-timeout", "2s")
+	if r.Code != 0 {
+		t.Fatalf("exec: %+v", r)
+	}
+	for _, w := range []string{
+		"explode PluginError RuntimeError: boom from python",
+		"die PluginError plugin tester.pynotes: its process ended during the call",
+		"after-die returned 0.01",
+		"hang NekroError hang(): the method did not answer within 2s",
+		"after-hang returned 0.01",
+	} {
+		if !strings.Contains(r.Stdout, w) {
+			t.Errorf("output lacks %q:\n%s", w, r.Stdout)
+		}
+	}
+	out := testutil.RunNekro(t, nil, "kv", "get", "--data", data, "--plugin", "tester.pynotes", "inits")
+	if n, _ := strconv.Atoi(strings.TrimSpace(out.Stdout)); n != 3 {
+		t.Errorf("init ran %q times, want 3 (start and two restarts)", out.Stdout)
+	}
+}
+
+// Calls from several processes of one run (each has its own connection)
+// are served at the same time.
+func TestPythonPluginServesConcurrentCalls(t *testing.T) {
+	data := testutil.DataDir(t)
+	r := execPy(t, data, `
+import os, time
+slow(0.01)  # the plugin is up
+t0 = time.time()
+kids = []
+for _ in range(4):
+    pid = os.fork()
+    if pid == 0:
+        slow(1.0)
+        os._exit(0)
+    kids.append(pid)
+for pid in kids:
+    os.waitpid(pid, 0)
+print("ELAPSED %.2f" % (time.time() - t0))
+`)
+	m := regexp.MustCompile(`ELAPSED (\d+\.\d+)`).FindStringSubmatch(r.Stdout)
+	if r.Code != 0 || m == nil {
+		t.Fatalf("exec: %+v", r)
+	}
+	if s, _ := strconv.ParseFloat(m[1], 64); s >= 3.5 {
+		t.Errorf("four 1 s calls took %.2f s: served one after another", s)
+	}
+}

@@ -1,0 +1,241 @@
+"""The process nekro runs for one Python plugin: python3 -m nekro_agent._host PATH FD.
+
+It imports the plugin from PATH (a .py file or a package directory),
+describes it to nekro over the socket on descriptor FD, then serves
+nekro's calls (sandbox methods, hooks) concurrently: coroutine functions
+as tasks on one event loop, plain functions on worker threads.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextvars
+import importlib.util
+import inspect
+import json
+import os
+import socket
+import sys
+import threading
+import traceback
+import typing
+
+from nekro_agent import _link
+from nekro_agent.api.plugin import NekroPlugin, SandboxMethodType
+from nekro_agent.api.schemas import AgentCtx
+
+
+def load(path: str):
+    """Import the plugin module at path and return its `plugin`."""
+    path = os.path.abspath(path)
+    if os.path.isdir(path):
+        name = os.path.basename(path)
+        spec = importlib.util.spec_from_file_location(name, os.path.join(path, "__init__.py"),
+                                                      submodule_search_locations=[path])
+    else:
+        name = os.path.splitext(os.path.basename(path))[0]
+        spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError("%s is not a Python module or package" % path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    plugin = getattr(module, "plugin", None)
+    if plugin is None:
+        raise LookupError("MissingPluginInstance: %s defines no module-level `plugin`" % path)
+    if not isinstance(plugin, NekroPlugin):
+        raise TypeError("InvalidPluginType: `plugin` in %s is a %s, not a NekroPlugin" % (path, type(plugin).__name__))
+    return plugin
+
+
+def type_name(ann) -> str:
+    """The Python type hint as text, as the stub and the prompt show it."""
+    if ann is inspect.Parameter.empty or ann is inspect.Signature.empty:
+        return "Any"
+    if isinstance(ann, str):
+        return ann
+    if ann is type(None):
+        return "None"
+    if isinstance(ann, type) and not typing.get_args(ann):
+        return ann.__name__
+    text = repr(ann)
+    for prefix in ("typing.", "collections.abc."):
+        text = text.replace(prefix, "")
+    return text
+
+
+def describe(plugin: NekroPlugin) -> dict:
+    methods = []
+    for func, kind, name, description in plugin.sandbox_methods:
+        sig = inspect.signature(func)
+        params = []
+        for i, p in enumerate(sig.parameters.values()):
+            if i == 0:
+                continue  # _ctx: the host's, not the AI's
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                continue
+            d = {"name": p.name, "py_type": type_name(p.annotation), "optional": p.default is not p.empty}
+            if p.default is not p.empty:
+                d["default_py"] = repr(p.default)
+            params.append(d)
+        methods.append({
+            "name": func.__name__, "type": kind.value, "display_name": name,
+            "description": description or name, "doc": inspect.getdoc(func) or "",
+            "params": params, "result": type_name(sig.return_annotation),
+        })
+    return {
+        "plugin": {"name": plugin.name, "module_name": plugin.module_name, "author": plugin.author,
+                   "version": plugin.version, "description": plugin.description, "url": plugin.url},
+        "methods": methods,
+        "hooks": {"init": plugin.init_method is not None, "cleanup": plugin.cleanup_method is not None,
+                  "reset": plugin.on_reset_method is not None},
+    }
+
+
+def to_json_value(v):
+    if isinstance(v, (bytes, bytearray)):
+        return base64.b64encode(bytes(v)).decode("ascii")
+    if isinstance(v, os.PathLike):
+        return os.fspath(v)
+    if isinstance(v, (set, frozenset, tuple)):
+        return list(v)
+    if hasattr(v, "model_dump"):
+        return v.model_dump()
+    if hasattr(v, "dict") and callable(v.dict):
+        return v.dict()
+    raise TypeError("a %s cannot be returned to the sandbox" % type(v).__name__)
+
+
+class Host:
+    def __init__(self, plugin: NekroPlugin, link: _link.Link, loop: asyncio.AbstractEventLoop):
+        self.plugin = plugin
+        self.link = link
+        self.loop = loop
+        self.methods = {func.__name__: (func, kind) for func, kind, _n, _d in plugin.sandbox_methods}
+
+    async def run(self, func, *args, call: str = ""):
+        token = _link.current_call.set(call)
+        try:
+            if inspect.iscoroutinefunction(func):
+                return await func(*args)
+            ctx = contextvars.copy_context()
+            return await self.loop.run_in_executor(None, lambda: ctx.run(func, *args))
+        finally:
+            _link.current_call.reset(token)
+
+    async def handle(self, msg: dict) -> None:
+        mid, op, a = msg.get("id"), msg.get("op"), msg.get("args") or {}
+        try:
+            if op == "call":
+                result = await self.call(a, msg.get("call", ""))
+            elif op == "ready":
+                self.plugin._data_dir = a.get("data_dir")
+                result = None
+            elif op == "init":
+                result = None
+                if self.plugin.init_method:
+                    await self.run(self.plugin.init_method)
+            elif op == "cleanup":
+                result = None
+                if self.plugin.cleanup_method:
+                    await self.run(self.plugin.cleanup_method)
+            elif op == "reset":
+                result = None
+                f = self.plugin.on_reset_method
+                if f:
+                    args = (AgentCtx(from_chat_key=a.get("chat_key")),) if inspect.signature(f).parameters else ()
+                    await self.run(f, *args)
+            else:
+                raise ValueError("unknown operation %r" % op)
+            self.link.send({"id": mid, "result": result})
+        except _ArgumentError as e:
+            self.link.send({"id": mid, "error": {"type": "argument", "message": str(e)}})
+        except BaseException as e:  # a plugin's failure is its call's error, never the host's end
+            tb = traceback.format_exception(type(e), e, e.__traceback__)
+            self.link.send({"id": mid, "error": {"type": "plugin", "message": "%s: %s" % (type(e).__name__, e),
+                                                 "traceback": "".join(tb)[-4000:]}})
+
+    async def call(self, msg: dict, call: str):
+        name = msg.get("method")
+        if name not in self.methods:
+            raise _ArgumentError("%s(): no such method in plugin %s" % (name, self.plugin.key))
+        func, kind = self.methods[name]
+        c = msg.get("ctx") or {}
+        ctx = AgentCtx(from_chat_key=c.get("chat_key"), container_key=c.get("container_key"),
+                       from_user_id=c.get("user_id"), run_id=c.get("run_id", ""), call=call)
+        args = dict(msg.get("args") or {})
+        sig = inspect.signature(func)
+        for p in list(sig.parameters.values())[1:]:
+            if p.name in args and p.annotation in (bytes, "bytes") and isinstance(args[p.name], str):
+                try:
+                    args[p.name] = base64.b64decode(args[p.name], validate=True)
+                except ValueError:
+                    raise _ArgumentError("%s(): argument '%s' must be bytes (sent base64-encoded)" % (name, p.name))
+        try:
+            sig.bind(ctx, **args)
+        except TypeError as e:
+            raise _ArgumentError("%s(): %s" % (name, e)) from None
+        result = await self.run(lambda_call(func, ctx, args), call=call)
+        if kind in (SandboxMethodType.AGENT, SandboxMethodType.BEHAVIOR):
+            return result if isinstance(result, str) else str(result)
+        if kind == SandboxMethodType.MULTIMODAL_AGENT:
+            if isinstance(result, dict) and isinstance(result.get("content"), list):
+                result = result["content"]
+            return json.loads(json.dumps(result, default=to_json_value))
+        return json.loads(json.dumps(result, default=to_json_value, allow_nan=False))
+
+
+def lambda_call(func, ctx, args):
+    """func bound to its arguments, coroutine function or not."""
+    if inspect.iscoroutinefunction(func):
+        async def bound():
+            return await func(ctx, **args)
+    else:
+        def bound():
+            return func(ctx, **args)
+    return bound
+
+
+class _ArgumentError(Exception):
+    pass
+
+
+def main() -> None:
+    path, fd = sys.argv[1], int(sys.argv[2])
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fd)
+    link = _link.Link(sock)
+    _link.link = link
+    try:
+        plugin = load(path)
+        hello = describe(plugin)
+    except BaseException as e:
+        link.send({"op": "hello", "error": "%s: %s" % (type(e).__name__, e)})
+        return
+    link.send({"op": "hello", **hello})
+
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    _link._loop = loop
+    host = Host(plugin, link, loop)
+    done = asyncio.Event()
+
+    def reader():
+        f = sock.makefile("rb")
+        for line in f:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if "req" in msg and "op" not in msg:
+                link.answered(msg)
+            else:
+                loop.call_soon_threadsafe(lambda m=msg: loop.create_task(host.handle(m)))
+        link.fail_all("nekro closed the connection")
+        loop.call_soon_threadsafe(done.set)
+
+    threading.Thread(target=reader, daemon=True).start()
+    loop.run_until_complete(done.wait())
+
+
+if __name__ == "__main__":
+    main()

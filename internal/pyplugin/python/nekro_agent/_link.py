@@ -1,0 +1,87 @@
+"""The connection between a plugin's Python process and nekro.
+
+One Unix socket, newline-delimited JSON both ways (the framing of the
+sandbox RPC). nekro sends requests with an "id" (calls, hooks) and reads
+answers with the same "id"; the plugin sends requests with a "req" (store,
+files, messages, logs) and reads answers with the same "req". Nothing
+but JSON crosses: no pickle.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import itertools
+import json
+import threading
+
+# The call the current task or thread serves: its token lets nekro act
+# as that call's run (send to its chat, resolve its files).
+current_call: contextvars.ContextVar = contextvars.ContextVar("nekro_call", default="")
+
+
+class HostError(Exception):
+    """nekro refused or could not complete a request."""
+
+
+class Link:
+    def __init__(self, sock):
+        self._sock = sock
+        self._wlock = threading.Lock()
+        self._reqs = itertools.count(1)
+        self._waiting: dict = {}  # req -> (loop, future)
+        self._wait_lock = threading.Lock()
+
+    def send(self, msg: dict) -> None:
+        data = (json.dumps(msg, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+        with self._wlock:
+            self._sock.sendall(data)
+
+    async def request(self, op: str, **args):
+        """Ask nekro for op and wait for its answer."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        req = next(self._reqs)
+        with self._wait_lock:
+            self._waiting[req] = (loop, fut)
+        self.send({"req": req, "op": op, "call": current_call.get(), "args": args})
+        return await fut
+
+    def request_sync(self, op: str, **args):
+        """request, for code that runs outside the event loop (a thread)."""
+        loop = _loop
+        if loop is None:
+            raise HostError("the plugin host is not running")
+        return asyncio.run_coroutine_threadsafe(self.request(op, **args), loop).result()
+
+    def answered(self, msg: dict) -> None:
+        with self._wait_lock:
+            entry = self._waiting.pop(msg.get("req"), None)
+        if entry is None:
+            return
+        loop, fut = entry
+
+        def settle():
+            if fut.done():
+                return
+            if msg.get("error"):
+                fut.set_exception(HostError(msg["error"]))
+            else:
+                fut.set_result(msg.get("result"))
+
+        loop.call_soon_threadsafe(settle)
+
+    def fail_all(self, why: str) -> None:
+        with self._wait_lock:
+            waiting, self._waiting = self._waiting, {}
+        for loop, fut in waiting.values():
+            loop.call_soon_threadsafe(lambda f=fut: f.done() or f.set_exception(HostError(why)))
+
+
+link: Link | None = None
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def get() -> Link:
+    if link is None:
+        raise HostError("nekro_agent is used outside a nekro plugin host")
+    return link

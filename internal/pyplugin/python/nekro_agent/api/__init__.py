@@ -1,0 +1,1 @@
+"""The API plugins import: core, message, plugin, schemas."""

@@ -1,0 +1,27 @@
+"""Sending to a chat: text, images and files (sandbox paths or URLs)."""
+from __future__ import annotations
+
+from nekro_agent import _link
+
+
+async def _send(kind: str, chat_key: str, payload: str, ctx, record: bool) -> None:
+    from nekro_agent.api.schemas import _call_token
+
+    token = _call_token(ctx) if ctx is not None else _link.current_call.get()
+    prev = _link.current_call.set(token)
+    try:
+        await _link.get().request("message.send", kind=kind, chat_key=chat_key, value=payload, record=record)
+    finally:
+        _link.current_call.reset(prev)
+
+
+async def send_text(chat_key: str, message: str, ctx=None, *, record: bool = True) -> None:
+    await _send("text", chat_key, message, ctx, record)
+
+
+async def send_image(chat_key: str, image_path: str, ctx=None, *, record: bool = True) -> None:
+    await _send("image", chat_key, image_path, ctx, record)
+
+
+async def send_file(chat_key: str, file_path: str, ctx=None, *, record: bool = True) -> None:
+    await _send("file", chat_key, file_path, ctx, record)

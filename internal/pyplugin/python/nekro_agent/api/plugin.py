@@ -1,0 +1,191 @@
+"""NekroPlugin and what goes with it, as the plugin documents use them."""
+from __future__ import annotations
+
+import enum
+import importlib
+import logging
+import re
+from pathlib import Path
+from typing import Any, Callable, Literal, Optional
+
+from nekro_agent import _link
+from nekro_agent.api.core import logger as _core_logger
+
+__all__ = ["NekroPlugin", "SandboxMethodType", "PluginStore", "ConfigBase", "ExtraField", "dynamic_import_pkg"]
+
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class SandboxMethodType(str, enum.Enum):
+    """What happens to a method's result (see the plugin documents)."""
+
+    TOOL = "tool"
+    AGENT = "agent"
+    BEHAVIOR = "behavior"
+    MULTIMODAL_AGENT = "multimodal_agent"
+
+
+class PluginStore:
+    """plugin.store: the plugin's KV namespace in nekro's database.
+
+    The value a Python plugin writes is the value `nekro kv` and Go code
+    read. Scopes: chat_key alone, user_key alone (across chats), both, or
+    neither (the plugin's own).
+    """
+
+    def __init__(self, plugin: "NekroPlugin"):
+        self._plugin = plugin
+
+    async def set(self, chat_key: str = "", user_key: str = "", store_key: str = "", value: str = "") -> Literal[0, 1]:
+        """Store value; returns 0 when the key was created, 1 when updated."""
+        if not isinstance(value, str):
+            raise TypeError("store value must be a str, not %s (serialize it, e.g. with json.dumps)" % type(value).__name__)
+        return await _link.get().request("store.set", chat_key=chat_key or "", user_key=user_key or "",
+                                         store_key=store_key, value=value)
+
+    async def get(self, chat_key: str = "", user_key: str = "", store_key: str = "") -> Optional[str]:
+        """Return the value, or None when there is none."""
+        return await _link.get().request("store.get", chat_key=chat_key or "", user_key=user_key or "", store_key=store_key)
+
+    async def delete(self, chat_key: str = "", user_key: str = "", store_key: str = "") -> Literal[0, 1]:
+        """Delete the key; returns 0 when it was deleted, 1 when there was none."""
+        return await _link.get().request("store.delete", chat_key=chat_key or "", user_key=user_key or "",
+                                         store_key=store_key)
+
+
+class NekroPlugin:
+    """A plugin: its metadata, sandbox methods and hooks.
+
+    The module that defines it must bind it to a module-level name
+    `plugin`; nekro loads it from a --plugin-dir directory.
+    """
+
+    def __init__(self, name: str, module_name: str, description: str, version: str, author: str, url: str,
+                 support_adapter: Optional[list] = None, is_builtin: bool = False, is_package: bool = False,
+                 **_ignored: Any):
+        for what, v in (("module_name", module_name), ("author", author)):
+            if not _NAME_RE.match(v or ""):
+                raise ValueError("plugin %s %r must be letters, digits and _, not starting with a digit" % (what, v))
+        self.name = name
+        self.module_name = module_name
+        self.description = (description or "").strip()
+        self.version = (version or "").strip()
+        self.author = author
+        self.url = (url or "").strip()
+        self.support_adapter = support_adapter or []
+        self.sandbox_methods: list = []  # (func, SandboxMethodType, name, description)
+        self.init_method: Optional[Callable] = None
+        self.cleanup_method: Optional[Callable] = None
+        self.on_reset_method: Optional[Callable] = None
+        self.config_class = None
+        self._data_dir: Optional[str] = None
+        self.logger = logging.getLogger("nekro_agent.plugin." + self.key)
+
+    @property
+    def key(self) -> str:
+        return "%s.%s" % (self.author, self.module_name)
+
+    # Decorators.
+
+    def mount_sandbox_method(self, method_type: SandboxMethodType, name: str, description: str = ""):
+        """Mount a sandbox method. The AI calls it by the Python function's
+        name, without _ctx; name and description are for people."""
+
+        def deco(func):
+            self.sandbox_methods.append((func, SandboxMethodType(method_type), name, description))
+            func._method_type = SandboxMethodType(method_type)
+            return func
+
+        return deco
+
+    def mount_init_method(self):
+        def deco(func):
+            self.init_method = func
+            return func
+
+        return deco
+
+    def mount_cleanup_method(self):
+        def deco(func):
+            self.cleanup_method = func
+            return func
+
+        return deco
+
+    def mount_on_channel_reset(self):
+        def deco(func):
+            self.on_reset_method = func
+            return func
+
+        return deco
+
+    def mount_config(self):
+        def deco(cls):
+            if not (isinstance(cls, type) and issubclass(cls, ConfigBase)):
+                raise TypeError("mount_config() needs a ConfigBase subclass, not %r" % (cls,))
+            self.config_class = cls
+            return cls
+
+        return deco
+
+    # Services.
+
+    @property
+    def store(self) -> PluginStore:
+        return PluginStore(self)
+
+    def get_plugin_data_dir(self) -> Path:
+        """The plugin's own directory, data/plugins/<author>.<module>/."""
+        if self._data_dir is None:
+            raise RuntimeError("the plugin's data directory is known once nekro has loaded the plugin")
+        return Path(self._data_dir)
+
+    get_plugin_path = get_plugin_data_dir
+
+    @property
+    def config(self):
+        if self.config_class is None:
+            raise AttributeError("plugin %s has no config (mount_config)" % self.key)
+        return self.config_class()
+
+
+class ConfigBase:
+    """Base of a plugin's config class (mount_config). Fields are class
+    attributes with defaults; ExtraField describes one."""
+
+    def __init__(self, **values: Any):
+        for k, v in type(self).__dict__.items():
+            if not k.startswith("_") and not callable(v):
+                setattr(self, k, v.default if isinstance(v, _Field) else v)
+        for k, v in values.items():
+            setattr(self, k, v)
+
+
+class _Field:
+    def __init__(self, default: Any = None, **meta: Any):
+        self.default = default
+        self.meta = meta
+
+
+def ExtraField(default: Any = None, **meta: Any) -> Any:  # noqa: N802 (the documents' name)
+    """A config field's default and its description (title, description,
+    is_secret, ...)."""
+    return _Field(default, **meta)
+
+
+def dynamic_import_pkg(package_spec: str, import_name: Optional[str] = None, **_: Any):
+    """Import a package the plugin needs, e.g. dynamic_import_pkg("requests>=2.25").
+
+    An installed package is imported. Installing a missing one needs the
+    operator's package index (nekro --python-index), which this nekro does
+    not have yet: the error says so.
+    """
+    name = import_name or re.split(r"[<>=!~\[; ]", package_spec.strip(), maxsplit=1)[0].replace("-", "_")
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        raise ImportError("package %r is not installed for this plugin, and installing it needs the operator's "
+                          "package index (--python-index URL or a directory of wheels): %s" % (package_spec, e)) from None
+
+
+_ = _core_logger  # core.logger exists before any plugin logs

@@ -1,0 +1,99 @@
+package pyplugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/nekro-go/nekro/plugin"
+)
+
+// storeArgs are the arguments of plugin.store's calls, as the documents
+// name them.
+type storeArgs struct {
+	ChatKey  string `json:"chat_key"`
+	UserKey  string `json:"user_key"`
+	StoreKey string `json:"store_key"`
+	Value    string `json:"value"`
+}
+
+// scope maps the documents' (chat_key, user_key) pair to a scope: both
+// set is the user in that chat, one alone its own scope, neither the
+// plugin's own.
+func (a storeArgs) scope() plugin.Scope {
+	switch {
+	case a.ChatKey != "" && a.UserKey != "":
+		return plugin.ChatUser(a.ChatKey, a.UserKey)
+	case a.ChatKey != "":
+		return plugin.Chat(a.ChatKey)
+	case a.UserKey != "":
+		return plugin.User(a.UserKey)
+	}
+	return plugin.Global()
+}
+
+// serve runs one request of the plugin's: the store (plugin-wide
+// namespace, as the reference's plugin.store) and messages (to the chat
+// of the call that makes them).
+func (h *host) serve(m message) (any, error) {
+	h.mu.Lock()
+	ctx := h.calls[m.Call]
+	h.mu.Unlock()
+	switch m.Op {
+	case "store.get", "store.set", "store.delete":
+		var a storeArgs
+		if err := json.Unmarshal(m.Args, &a); err != nil {
+			return nil, fmt.Errorf("%s: bad arguments: %w", m.Op, err)
+		}
+		st := h.plugin.Store()
+		c := serviceContext(ctx)
+		switch m.Op {
+		case "store.get":
+			v, ok, err := st.Get(c, a.scope(), a.StoreKey)
+			if err != nil || !ok {
+				return nil, err
+			}
+			return v, nil
+		case "store.set":
+			r, err := st.Set(c, a.scope(), a.StoreKey, a.Value)
+			return int(r), err
+		default:
+			r, err := st.Delete(c, a.scope(), a.StoreKey)
+			return int(r), err
+		}
+	case "message.send":
+		var a struct {
+			Kind    string `json:"kind"`
+			ChatKey string `json:"chat_key"`
+			Value   string `json:"value"`
+		}
+		if err := json.Unmarshal(m.Args, &a); err != nil {
+			return nil, fmt.Errorf("%s: bad arguments: %w", m.Op, err)
+		}
+		if ctx == nil {
+			return nil, fmt.Errorf("messages can be sent only while a sandbox method runs (from its _ctx)")
+		}
+		if a.ChatKey != ctx.ChatKey() {
+			return nil, fmt.Errorf("a method can send only to the chat of its run (%s), not to %s", ctx.ChatKey(), a.ChatKey)
+		}
+		switch a.Kind {
+		case "text":
+			return nil, ctx.SendText(a.Value)
+		case "image":
+			return nil, ctx.SendImage(a.Value)
+		case "file":
+			return nil, ctx.SendFile(a.Value)
+		}
+		return nil, fmt.Errorf("unknown message kind %q", a.Kind)
+	}
+	return nil, fmt.Errorf("unknown request %q", m.Op)
+}
+
+// serviceContext is the context a request runs under: its call's (ended
+// with the call) or, from a hook, one that does not end.
+func serviceContext(ctx *plugin.Ctx) context.Context {
+	if ctx != nil {
+		return ctx
+	}
+	return context.Background()
+}
