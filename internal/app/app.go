@@ -76,6 +76,8 @@ type App struct {
 	Model string
 	// PythonFailed says, per file, why a Python plugin did not load.
 	PythonFailed map[string]error
+	// Python is the loaded Python plugins and their processes.
+	Python *pyplugin.Set
 
 	log     *slog.Logger
 	closers []func(context.Context) error // in opening order
@@ -127,7 +129,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	a.closers = append(a.closers, func(context.Context) error { return py.Close() })
-	a.PythonFailed = py.Failed
+	a.PythonFailed, a.Python = py.Failed, py
 	plugins, err := choosePlugins(cfg, py)
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -40,7 +41,20 @@ func benchPlugin() *plugin.Plugin {
 	return p
 }
 
-// callLoop is the Python both call benchmarks run: it times each call and
+// pyBenchPlugin is bench_add as a Python plugin written to the documents.
+const pyBenchPlugin = `from nekro_agent.api.plugin import NekroPlugin, SandboxMethodType
+from nekro_agent.api.schemas import AgentCtx
+
+plugin = NekroPlugin(name="Bench", module_name="benchpy", description="bench", version="1", author="nekro", url="https://example.org")
+
+
+@plugin.mount_sandbox_method(SandboxMethodType.TOOL, "bench_py_add")
+async def bench_py_add(_ctx: AgentCtx, a: int, b: int) -> int:
+    """Add."""
+    return a + b
+`
+
+// callLoop is the Python every call benchmark runs: it times each call and
 // prints the latencies in nanoseconds.
 const callLoop = `
 import time, sys
@@ -76,7 +90,16 @@ func Spine(ctx context.Context, w io.Writer, dataDir, python string, opt SpineOp
 		opt.Calls = 10000
 	}
 	p := benchPlugin()
-	coldApp, err := app.Open(ctx, app.Config{DataDir: dataDir, Runtime: runtime.Config{Python: python, Plugins: []*plugin.Plugin{p},
+	// A Python plugin with the same method, for the Python-plugin row.
+	pyDir := dataDir + "-pyplugins"
+	if err := os.MkdirAll(pyDir, 0o755); err != nil {
+		return err
+	}
+	defer os.RemoveAll(pyDir)
+	if err := os.WriteFile(filepath.Join(pyDir, "benchpy.py"), []byte(pyBenchPlugin), 0o644); err != nil {
+		return err
+	}
+	coldApp, err := app.Open(ctx, app.Config{DataDir: dataDir, PluginDirs: []string{pyDir}, Runtime: runtime.Config{Python: python, Plugins: []*plugin.Plugin{p},
 		Limits: sandbox.Limits{Timeout: 10 * time.Minute, OutputBytes: 64 << 20}}})
 	if err != nil {
 		return err
@@ -188,9 +211,29 @@ func Spine(ctx context.Context, w io.Writer, dataDir, python string, opt SpineOp
 	if err != nil {
 		return err
 	}
-	so, sr := stats.Summarize(ours), stats.Summarize(base)
+	// The same call to the Python plugin: sandbox -> nekro -> the plugin's
+	// process and back.
+	res, err = rt.Exec(ctx, runtime.ExecRequest{ChatKey: "bench",
+		Code: strings.Replace(fmt.Sprintf(callLoop, opt.Calls), "CALL(", "bench_py_add(", 1)})
+	if err != nil {
+		return err
+	}
+	if res.StopType != sandbox.Normal {
+		return fmt.Errorf("python plugin call benchmark ended %s: %s", res.StopType, res.Output)
+	}
+	pyCalls, err := parseLatencies(res.Output)
+	if err != nil {
+		return err
+	}
+
+	so, sr, sp := stats.Summarize(ours), stats.Summarize(base), stats.Summarize(pyCalls)
 	fmt.Fprintf(w, "== %d TOOL calls from Python\n", opt.Calls)
 	fmt.Fprintf(w, "sandboxed, run socket (NDJSON)   %8.0f calls/s  p50 %9s  p99 %9s\n", so.PerSecond(), stats.Micros(so.P50), stats.Micros(so.P99))
+	fmt.Fprintf(w, "  to a Python plugin method      %8.0f calls/s  p50 %9s  p99 %9s  (%s the Go method; goal: p50 <= 250 µs)\n",
+		sp.PerSecond(), stats.Micros(sp.P50), stats.Micros(sp.P99), stats.Ratio(sp.P50, so.P50))
+	for key, rss := range coldApp.Python.Memory() {
+		fmt.Fprintf(w, "  the Python plugin's process (%s) holds %.1f MiB resident when idle\n", key, float64(rss)/(1<<20))
+	}
 	fmt.Fprintf(w, "reference style, new TCP+HTTP    %8.0f calls/s  p50 %9s  p99 %9s\n", sr.PerSecond(), stats.Micros(sr.P50), stats.Micros(sr.P99))
 	fmt.Fprintf(w, "speed-up at p50 (goal >= 10x)    %s   (goal: p50 <= 100 µs)\n", stats.Ratio(sr.P50, so.P50))
 	return nil

@@ -127,6 +127,31 @@ func (s *Set) Close() error {
 	return nil
 }
 
+// Memory returns each plugin process's resident memory in bytes, by key.
+func (s *Set) Memory() map[string]int64 {
+	out := map[string]int64{}
+	for _, h := range s.hosts {
+		h.mu.Lock()
+		p := h.proc
+		h.mu.Unlock()
+		if p == nil || p.cmd == nil || p.cmd.Process == nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				var kb int64
+				fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
+				out[h.plugin.Key()] = kb << 10
+			}
+		}
+	}
+	return out
+}
+
 // find lists the plugins in dirs: *.py files and directories holding
 // __init__.py, skipping names that start with "_" or ".".
 func find(dirs []string) ([]string, error) {

@@ -16,7 +16,6 @@ import json
 import os
 import socket
 import sys
-import threading
 import traceback
 import typing
 
@@ -111,7 +110,11 @@ class Host:
         self.plugin = plugin
         self.link = link
         self.loop = loop
-        self.methods = {func.__name__: (func, kind) for func, kind, _n, _d in plugin.sandbox_methods}
+        self.methods = {}
+        for func, kind, _n, _d in plugin.sandbox_methods:
+            sig = inspect.signature(func)
+            as_bytes = [p.name for p in list(sig.parameters.values())[1:] if p.annotation in (bytes, "bytes")]
+            self.methods[func.__name__] = (func, kind, sig, as_bytes, inspect.iscoroutinefunction(func))
 
     async def run(self, func, *args, call: str = ""):
         token = _link.current_call.set(call)
@@ -147,7 +150,7 @@ class Host:
                     await self.run(f, *args)
             else:
                 raise ValueError("unknown operation %r" % op)
-            self.link.send({"id": mid, "result": result})
+            self.link.send({"id": mid, "result": result}, default=to_json_value)
         except _ArgumentError as e:
             self.link.send({"id": mid, "error": {"type": "argument", "message": str(e)}})
         except BaseException as e:  # a plugin's failure is its call's error, never the host's end
@@ -159,41 +162,35 @@ class Host:
         name = msg.get("method")
         if name not in self.methods:
             raise _ArgumentError("%s(): no such method in plugin %s" % (name, self.plugin.key))
-        func, kind = self.methods[name]
+        func, kind, sig, as_bytes, is_async = self.methods[name]
         c = msg.get("ctx") or {}
         ctx = AgentCtx(from_chat_key=c.get("chat_key"), container_key=c.get("container_key"),
                        from_user_id=c.get("user_id"), run_id=c.get("run_id", ""), call=call)
-        args = dict(msg.get("args") or {})
-        sig = inspect.signature(func)
-        for p in list(sig.parameters.values())[1:]:
-            if p.name in args and p.annotation in (bytes, "bytes") and isinstance(args[p.name], str):
+        args = msg.get("args") or {}
+        for pname in as_bytes:
+            if isinstance(args.get(pname), str):
                 try:
-                    args[p.name] = base64.b64decode(args[p.name], validate=True)
+                    args[pname] = base64.b64decode(args[pname], validate=True)
                 except ValueError:
-                    raise _ArgumentError("%s(): argument '%s' must be bytes (sent base64-encoded)" % (name, p.name))
+                    raise _ArgumentError("%s(): argument '%s' must be bytes (sent base64-encoded)" % (name, pname))
         try:
             sig.bind(ctx, **args)
         except TypeError as e:
             raise _ArgumentError("%s(): %s" % (name, e)) from None
-        result = await self.run(lambda_call(func, ctx, args), call=call)
+        token = _link.current_call.set(call)
+        try:
+            if is_async:
+                result = await func(ctx, **args)
+            else:
+                cv = contextvars.copy_context()
+                result = await self.loop.run_in_executor(None, lambda: cv.run(func, ctx, **args))
+        finally:
+            _link.current_call.reset(token)
         if kind in (SandboxMethodType.AGENT, SandboxMethodType.BEHAVIOR):
             return result if isinstance(result, str) else str(result)
-        if kind == SandboxMethodType.MULTIMODAL_AGENT:
-            if isinstance(result, dict) and isinstance(result.get("content"), list):
-                result = result["content"]
-            return json.loads(json.dumps(result, default=to_json_value))
-        return json.loads(json.dumps(result, default=to_json_value, allow_nan=False))
-
-
-def lambda_call(func, ctx, args):
-    """func bound to its arguments, coroutine function or not."""
-    if inspect.iscoroutinefunction(func):
-        async def bound():
-            return await func(ctx, **args)
-    else:
-        def bound():
-            return func(ctx, **args)
-    return bound
+        if kind == SandboxMethodType.MULTIMODAL_AGENT and isinstance(result, dict) and isinstance(result.get("content"), list):
+            return result["content"]
+        return result
 
 
 class _ArgumentError(Exception):
@@ -217,24 +214,29 @@ def main() -> None:
     asyncio.set_event_loop(loop)
     _link._loop = loop
     host = Host(plugin, link, loop)
-    done = asyncio.Event()
+    loop.run_until_complete(serve(host, link, sock))
 
-    def reader():
-        f = sock.makefile("rb")
-        for line in f:
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                continue
-            if "req" in msg and "op" not in msg:
-                link.answered(msg)
-            else:
-                loop.call_soon_threadsafe(lambda m=msg: loop.create_task(host.handle(m)))
-        link.fail_all("nekro closed the connection")
-        loop.call_soon_threadsafe(done.set)
 
-    threading.Thread(target=reader, daemon=True).start()
-    loop.run_until_complete(done.wait())
+async def serve(host: Host, link: _link.Link, sock) -> None:
+    """Read nekro's lines on the event loop itself: no thread hop per call."""
+    reader, writer = await asyncio.open_unix_connection(sock=sock, limit=32 << 20)
+    link.writer = writer
+    tasks = set()
+    while True:
+        line = await reader.readline()
+        if not line:
+            break
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if "req" in msg and "op" not in msg:
+            link.answered(msg)
+        else:
+            t = asyncio.ensure_future(host.handle(msg))
+            tasks.add(t)
+            t.add_done_callback(tasks.discard)
+    link.fail_all("nekro closed the connection")
 
 
 if __name__ == "__main__":

@@ -30,11 +30,23 @@ class Link:
         self._reqs = itertools.count(1)
         self._waiting: dict = {}  # req -> (loop, future)
         self._wait_lock = threading.Lock()
+        self.writer = None  # the event loop's stream, once it serves the socket
 
-    def send(self, msg: dict) -> None:
-        data = (json.dumps(msg, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
-        with self._wlock:
-            self._sock.sendall(data)
+    def send(self, msg: dict, default=None) -> None:
+        data = (json.dumps(msg, ensure_ascii=False, separators=(",", ":"), default=default, allow_nan=False) + "\n").encode("utf-8")
+        writer = self.writer
+        if writer is None:  # before the event loop serves the socket
+            with self._wlock:
+                self._sock.sendall(data)
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is _loop:
+            writer.write(data)
+        else:
+            _loop.call_soon_threadsafe(writer.write, data)
 
     async def request(self, op: str, **args):
         """Ask nekro for op and wait for its answer."""
@@ -68,7 +80,14 @@ class Link:
             else:
                 fut.set_result(msg.get("result"))
 
-        loop.call_soon_threadsafe(settle)
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            settle()
+        else:
+            loop.call_soon_threadsafe(settle)
 
     def fail_all(self, why: str) -> None:
         with self._wait_lock:
