@@ -292,9 +292,10 @@ func (h *host) call(ctx *plugin.Ctx, method string, args map[string]json.RawMess
 		delete(h.calls, token)
 		h.mu.Unlock()
 	}()
-	run := ctx.Run()
+	run, fsys := ctx.Run(), ctx.FS()
 	body, _ := json.Marshal(map[string]any{"method": method, "args": args,
-		"ctx": map[string]string{"chat_key": run.ChatKey, "user_id": run.UserID, "container_key": run.ContainerKey, "run_id": run.RunID}})
+		"ctx": map[string]string{"chat_key": run.ChatKey, "user_id": run.UserID, "container_key": run.ContainerKey, "run_id": run.RunID,
+			"shared_path": fsys.SharedPath(), "upload_path": fsys.UploadPath()}})
 	return h.request(ctx, message{Op: "call", Args: body}, token)
 }
 

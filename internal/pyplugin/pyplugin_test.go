@@ -146,3 +146,44 @@ print("ELAPSED %.2f" % (time.time() - t0))
 		t.Errorf("four 1 s calls took %.2f s: served one after another", s)
 	}
 }
+
+// _ctx.fs and the path helpers, as seeds 002 and 003 use them: sandbox
+// paths map to this chat's directories both ways, files reach the
+// sandbox, and paths outside are ValueErrors.
+func TestPythonPluginFiles(t *testing.T) {
+	data := testutil.DataDir(t)
+	up := filepath.Join(t.TempDir(), "notes.txt")
+	os.WriteFile(up, []byte("uploaded notes"), 0o644)
+	r := execPy(t, data, `
+print("read", read_upload("/app/uploads/notes.txt"), read_upload("uploads/notes.txt"))
+p = write_report("quarterly")
+print("report", p, open(p).read())
+s = share_bytes(b"shared bytes", "b.bin")
+print("shared", s, open(s, "rb").read())
+f = forward_shared("f.txt")
+print("forwarded", f, open(f).read())
+for bad in ("/etc/passwd", "/app/shared/../uploads/notes.txt", "/app/other/x"):
+    try:
+        read_upload(bad)
+        print("READ", bad)
+    except Exception as e:
+        print("refused", bad, "ValueError" in str(e))
+`, "--upload", up)
+	if r.Code != 0 {
+		t.Fatalf("exec: %+v", r)
+	}
+	for _, w := range []string{
+		"read uploaded notes uploaded notes",
+		"report /app/uploads/report.txt quarterly",
+		"shared /app/shared/b.bin b'shared bytes'",
+		"forwarded /app/shared/f.txt from the plugin",
+		"refused /etc/passwd True", "refused /app/shared/../uploads/notes.txt True", "refused /app/other/x True",
+	} {
+		if !strings.Contains(r.Stdout, w) {
+			t.Errorf("output lacks %q:\n%s", w, r.Stdout)
+		}
+	}
+	if strings.Contains(r.Stdout, "READ") {
+		t.Errorf("a path outside was read:\n%s", r.Stdout)
+	}
+}

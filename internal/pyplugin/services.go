@@ -85,6 +85,31 @@ func (h *host) serve(m message) (any, error) {
 			return nil, ctx.SendFile(a.Value)
 		}
 		return nil, fmt.Errorf("unknown message kind %q", a.Kind)
+	case "fs.mixed_forward_file":
+		var a struct {
+			URL      *string `json:"url"`
+			Bytes    []byte  `json:"bytes"` // base64 in JSON
+			Path     *string `json:"path"`
+			FileName string  `json:"file_name"`
+		}
+		if err := json.Unmarshal(m.Args, &a); err != nil {
+			return nil, fmt.Errorf("%s: bad arguments: %w", m.Op, err)
+		}
+		if ctx == nil {
+			return nil, fmt.Errorf("files reach the sandbox only while a sandbox method runs (from its _ctx)")
+		}
+		var src any
+		switch {
+		case a.URL != nil:
+			src = *a.URL
+		case a.Path != nil:
+			src = *a.Path
+		case a.Bytes != nil:
+			src = a.Bytes
+		default:
+			return nil, fmt.Errorf("mixed_forward_file: nothing to forward")
+		}
+		return ctx.FS().MixedForwardFile(ctx, src, a.FileName)
 	}
 	return nil, fmt.Errorf("unknown request %q", m.Op)
 }

@@ -165,7 +165,8 @@ class Host:
         func, kind, sig, as_bytes, is_async = self.methods[name]
         c = msg.get("ctx") or {}
         ctx = AgentCtx(from_chat_key=c.get("chat_key"), container_key=c.get("container_key"),
-                       from_user_id=c.get("user_id"), run_id=c.get("run_id", ""), call=call)
+                       from_user_id=c.get("user_id"), run_id=c.get("run_id", ""), call=call,
+                       shared_path=c.get("shared_path", ""), upload_path=c.get("upload_path", ""))
         args = msg.get("args") or {}
         for pname in as_bytes:
             if isinstance(args.get(pname), str):
@@ -177,7 +178,7 @@ class Host:
             sig.bind(ctx, **args)
         except TypeError as e:
             raise _ArgumentError("%s(): %s" % (name, e)) from None
-        token = _link.current_call.set(call)
+        token, ctx_token = _link.current_call.set(call), _link.current_ctx.set(ctx)
         try:
             if is_async:
                 result = await func(ctx, **args)
@@ -185,6 +186,7 @@ class Host:
                 cv = contextvars.copy_context()
                 result = await self.loop.run_in_executor(None, lambda: cv.run(func, ctx, **args))
         finally:
+            _link.current_ctx.reset(ctx_token)
             _link.current_call.reset(token)
         if kind in (SandboxMethodType.AGENT, SandboxMethodType.BEHAVIOR):
             return result if isinstance(result, str) else str(result)

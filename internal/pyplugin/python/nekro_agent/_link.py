@@ -17,6 +17,8 @@ import threading
 # The call the current task or thread serves: its token lets nekro act
 # as that call's run (send to its chat, resolve its files).
 current_call: contextvars.ContextVar = contextvars.ContextVar("nekro_call", default="")
+# The AgentCtx of that call (for helpers that take only a chat key).
+current_ctx: contextvars.ContextVar = contextvars.ContextVar("nekro_ctx", default=None)
 
 
 class HostError(Exception):

@@ -99,3 +99,40 @@ async def slow(_ctx: AgentCtx, seconds: float = 0.5) -> float:
     """Sleep, then answer."""
     await asyncio.sleep(seconds)
     return seconds
+
+
+from nekro_agent.tools.path_convertor import (  # noqa: E402 (as the documents import it)
+    convert_filename_to_access_path,
+    convert_filename_to_container_path,
+    convert_to_host_path,
+)
+
+
+@plugin.mount_sandbox_method(SandboxMethodType.TOOL, "read_upload")
+async def read_upload(_ctx: AgentCtx, path: str) -> str:
+    """Read a file the sandbox names, both ways the documents show."""
+    a = convert_to_host_path(path, _ctx.from_chat_key).read_text()
+    b = _ctx.fs.get_file(path).read_text()
+    return a if a == b else "MISMATCH"
+
+
+@plugin.mount_sandbox_method(SandboxMethodType.TOOL, "write_report")
+async def write_report(_ctx: AgentCtx, text: str) -> str:
+    """Write a report into the chat's uploads; return its sandbox path."""
+    host = convert_filename_to_access_path("report.txt", _ctx.from_chat_key)
+    host.write_text(text)
+    return str(convert_filename_to_container_path("report.txt"))
+
+
+@plugin.mount_sandbox_method(SandboxMethodType.TOOL, "share_bytes")
+async def share_bytes(_ctx: AgentCtx, data: bytes, name: str) -> str:
+    """Put bytes into /app/shared; return its sandbox path."""
+    return await _ctx.fs.mixed_forward_file(data, name)
+
+
+@plugin.mount_sandbox_method(SandboxMethodType.TOOL, "forward_shared")
+async def forward_shared(_ctx: AgentCtx, name: str) -> str:
+    """Write a file into the shared dir on the host and forward it."""
+    p = _ctx.fs.shared_path / name
+    p.write_text("from the plugin")
+    return _ctx.fs.forward_file(p)

@@ -15,12 +15,14 @@ class AgentCtx:
     """
 
     def __init__(self, from_chat_key: Optional[str] = None, container_key: Optional[str] = None,
-                 from_user_id: Optional[str] = None, run_id: str = "", call: str = ""):
+                 from_user_id: Optional[str] = None, run_id: str = "", call: str = "",
+                 shared_path: str = "", upload_path: str = ""):
         self.from_chat_key = from_chat_key
         self.container_key = container_key
         self._user_id = from_user_id or None
         self.run_id = run_id
         self._call = call
+        self._paths = (shared_path, upload_path)
 
     @property
     def chat_key(self) -> str:
@@ -38,7 +40,7 @@ class AgentCtx:
     def fs(self):
         from nekro_agent.tools.file_system import FileSystem
 
-        return FileSystem(self.chat_key, self.container_key or "", self._call)
+        return FileSystem(self.chat_key, self.container_key or "", self._call, *self._paths)
 
     @property
     def ms(self):
