@@ -18,6 +18,9 @@ if [ "${1:-}" = test ]; then
   command -v chromium >/dev/null 2>&1 || need+=(chromium)   # the web UI's browser test
   # The seccomp test checks that the data-science stack keeps working.
   /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1 || need+=(python3-numpy)
+  # The plugin documents' Python examples use pydantic and aiofiles.
+  /usr/bin/python3 -c 'import pydantic' >/dev/null 2>&1 || need+=(python3-pydantic)
+  /usr/bin/python3 -c 'import aiofiles' >/dev/null 2>&1 || need+=(python3-aiofiles)
 fi
 [ ${#need[@]} -eq 0 ] && exit 0
 

@@ -205,6 +205,9 @@ def main() -> None:
     link = _link.Link(sock)
     _link.link = link
     try:
+        from nekro_agent import _compat
+
+        _compat.apply()
         plugin = load(path)
         hello = describe(plugin)
     except BaseException as e:
