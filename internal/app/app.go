@@ -53,6 +53,9 @@ type Config struct {
 	// PluginPython is the interpreter of Python plugins; default
 	// /usr/bin/python3.
 	PluginPython string
+	// PythonIndex is where Python plugins' missing packages are installed
+	// from (--python-index): a package index URL or a directory of wheels.
+	PythonIndex string
 	// Enable lists the plugin keys to enable (--plugins); nil means all.
 	// nekro.basic is always on when compiled in.
 	Enable []string
@@ -123,7 +126,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 
 	// Python plugins' processes close after the runtime, which runs their
 	// cleanup hooks.
-	py, err := pyplugin.Load(ctx, pyplugin.Options{Dirs: cfg.PluginDirs, Python: cfg.PluginPython,
+	py, err := pyplugin.Load(ctx, pyplugin.Options{Dirs: cfg.PluginDirs, Python: cfg.PluginPython, Index: cfg.PythonIndex,
 		CacheDir: filepath.Join(a.Layout.Root, "python"), Log: cfg.Log})
 	if err != nil {
 		return nil, err

@@ -34,6 +34,7 @@ type globals struct {
 	image       string
 	plugins     string
 	pluginDirs  []string // --plugin-dir: Python plugins
+	pythonIndex string
 	callTimeout time.Duration
 	maxRuns     int
 	kvValue     int64
@@ -100,6 +101,8 @@ func NewRoot() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.plugins, "plugins", envOr("NEKRO_PLUGINS", "all"), "plugins to enable: all, or a comma-separated list of keys (author.module); nekro.basic is always on (env NEKRO_PLUGINS)")
 	root.PersistentFlags().StringArrayVar(&g.pluginDirs, "plugin-dir", envList("NEKRO_PLUGIN_DIR"),
 		"directory of Python plugins (*.py files and packages defining `plugin`); repeatable (env NEKRO_PLUGIN_DIR, paths joined by :)")
+	root.PersistentFlags().StringVar(&g.pythonIndex, "python-index", os.Getenv("NEKRO_PYTHON_INDEX"),
+		"where Python plugins' missing packages are installed from: a package index URL, or a directory of wheels (env NEKRO_PYTHON_INDEX)")
 	root.PersistentFlags().DurationVar(&g.callTimeout, "call-timeout", envDuration("NEKRO_CALL_TIMEOUT", 0),
 		"how long one sandbox method call may take unless the method sets its own (default 60s; env NEKRO_CALL_TIMEOUT)")
 	root.PersistentFlags().IntVar(&g.maxRuns, "max-runs", envInt("NEKRO_MAX_RUNS", 8), "sandbox runs at once, across all chats (env NEKRO_MAX_RUNS)")
@@ -178,7 +181,7 @@ func (g *globals) enableList() []string {
 func (g *globals) config() app.Config {
 	return app.Config{DataDir: g.dataDir, DatabaseURL: g.database, Log: g.logger(),
 		KV:         kv.Limits{MaxValueBytes: g.kvValue, QuotaBytes: g.kvQuotaBytes(), QuotaHint: kvQuotaHint},
-		PluginDirs: g.pluginDirs, Enable: g.enableList(),
+		PluginDirs: g.pluginDirs, Enable: g.enableList(), PythonIndex: g.pythonIndex,
 		Runtime: runtime.Config{Python: g.python, MaxConcurrentRuns: g.maxRuns, CallTimeout: g.callTimeout,
 			SandboxUIDs: g.uidRange, SharedQuota: int64(*g.sharedQuota), SharedInodes: g.sharedInodes,
 			PluginDataQuota: int64(*g.pluginQuota),

@@ -81,6 +81,7 @@ type callError struct {
 // host is one plugin's process, restarted when it dies.
 type host struct {
 	path, python, pkgDir string
+	index, envDir        string // dynamic_import_pkg: where from, and where to
 	startTimeout         time.Duration
 	log                  *slog.Logger
 	plugin               *plugin.Plugin
@@ -149,7 +150,11 @@ func (h *host) start(ctx context.Context) (*process, *hello, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("plugin connection: %w", err)
 	}
-	cmd := exec.Command(h.python, "-u", "-B", "-m", "nekro_agent._host", h.path, "3")
+	if err := os.MkdirAll(h.envDir, 0o755); err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("plugin packages: %w", err)
+	}
+	cmd := exec.Command(h.python, "-u", "-B", "-m", "nekro_agent._host", h.path, "3", h.envDir, h.index)
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.Env = pluginEnv(h.pkgDir)
 	cmd.Dir = filepath.Dir(h.path)

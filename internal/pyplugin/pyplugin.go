@@ -50,6 +50,11 @@ type Options struct {
 	// CacheDir receives the nekro_agent package the processes import
 	// (a directory per package version); usually data/python.
 	CacheDir string
+	// Index is where dynamic_import_pkg installs missing packages from: an
+	// http(s) URL of a package index, or a directory of wheels
+	// (--python-index). Empty: missing packages are an error naming the
+	// flag.
+	Index string
 	// StartTimeout bounds a process's import of its plugin; default 30 s.
 	StartTimeout time.Duration
 	Log          *slog.Logger
@@ -80,6 +85,13 @@ func Load(ctx context.Context, opts Options) (*Set, error) {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
+	if opts.Index != "" && !strings.HasPrefix(opts.Index, "http://") && !strings.HasPrefix(opts.Index, "https://") {
+		abs, err := filepath.Abs(opts.Index)
+		if err != nil {
+			return nil, fmt.Errorf("--python-index: %w", err)
+		}
+		opts.Index = abs
+	}
 	set := &Set{Failed: map[string]error{}, Paths: map[string]string{}}
 	paths, err := find(opts.Dirs)
 	if err != nil || len(paths) == 0 {
@@ -94,6 +106,7 @@ func Load(ctx context.Context, opts Options) (*Set, error) {
 	for _, path := range paths {
 		wg.Go(func() {
 			h := &host{path: path, python: opts.Python, pkgDir: pkgDir, startTimeout: opts.StartTimeout,
+				index: opts.Index, envDir: envDir(opts.CacheDir, path),
 				log: opts.Log.With("python_plugin", filepath.Base(path))}
 			p, err := h.load(ctx)
 			mu.Lock()
@@ -150,6 +163,15 @@ func (s *Set) Memory() map[string]int64 {
 		}
 	}
 	return out
+}
+
+// envDir is where a plugin's own packages go (dynamic_import_pkg): one
+// directory per plugin file, named by its file name and a hash of its
+// path.
+func envDir(cacheDir, path string) string {
+	sum := sha256.Sum256([]byte(path))
+	name := strings.TrimSuffix(filepath.Base(path), ".py")
+	return filepath.Join(cacheDir, "envs", name+"-"+hex.EncodeToString(sum[:4]))
 }
 
 // find lists the plugins in dirs: *.py files and directories holding

@@ -1,6 +1,7 @@
 package pyplugin_test
 
 import (
+	"archive/zip"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -185,5 +186,56 @@ for bad in ("/etc/passwd", "/app/shared/../uploads/notes.txt", "/app/other/x"):
 	}
 	if strings.Contains(r.Stdout, "READ") {
 		t.Errorf("a path outside was read:\n%s", r.Stdout)
+	}
+}
+
+// writeWheel writes a minimal pure-Python wheel of nekrotestpkg 1.0 into
+// dir, the way a package index would serve it.
+func writeWheel(t *testing.T, dir string) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, "nekrotestpkg-1.0-py3-none-any.whl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z := zip.NewWriter(f)
+	files := map[string]string{
+		"nekrotestpkg/__init__.py":            "VALUE = 42\n",
+		"nekrotestpkg-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: nekrotestpkg\nVersion: 1.0\n",
+		"nekrotestpkg-1.0.dist-info/WHEEL":    "Wheel-Version: 1.0\nGenerator: nekro-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+	}
+	record := ""
+	for name, body := range files {
+		w, _ := z.Create(name)
+		w.Write([]byte(body))
+		record += name + ",,\n"
+	}
+	w, _ := z.Create("nekrotestpkg-1.0.dist-info/RECORD")
+	w.Write([]byte(record + "nekrotestpkg-1.0.dist-info/RECORD,,\n"))
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dynamic_import_pkg installs a missing package into the plugin's own
+// directory from the operator's index (here a directory of wheels, offline),
+// keeps it for later starts, and without an index says which flag to set.
+func TestDynamicImportPkgInstallsFromTheOperatorsIndex(t *testing.T) {
+	wheels := t.TempDir()
+	writeWheel(t, wheels)
+	run := func(data string, flags ...string) testutil.Result {
+		args := append([]string{"exec", "--data", data, "--plugin-dir", "testdata/pkgplugins", "--chat", "c1"}, flags...)
+		return testutil.RunNekro(t, []byte("print('VALUE', use_pkg())"), append(args, "-")...)
+	}
+	data := testutil.DataDir(t)
+	if r := run(data, "--python-index", wheels); r.Code != 0 || !strings.Contains(r.Stdout, "VALUE 42") {
+		t.Fatalf("with the index: %+v", r)
+	}
+	if r := run(data); r.Code != 0 || !strings.Contains(r.Stdout, "VALUE 42") {
+		t.Fatalf("installed before, no index now: %+v", r)
+	}
+	r := run(testutil.DataDir(t))
+	if r.Code == 0 || !strings.Contains(r.Stdout+r.Stderr, "--python-index") {
+		t.Fatalf("without an index: want an error naming --python-index: %+v", r)
 	}
 }

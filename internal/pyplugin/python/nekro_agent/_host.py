@@ -1,4 +1,5 @@
-"""The process nekro runs for one Python plugin: python3 -m nekro_agent._host PATH FD.
+"""The process nekro runs for one Python plugin:
+python3 -m nekro_agent._host PATH FD [ENV_DIR [INDEX]].
 
 It imports the plugin from PATH (a .py file or a package directory),
 describes it to nekro over the socket on descriptor FD, then serves
@@ -201,6 +202,10 @@ class _ArgumentError(Exception):
 
 def main() -> None:
     path, fd = sys.argv[1], int(sys.argv[2])
+    env_dir = sys.argv[3] if len(sys.argv) > 3 else ""
+    from nekro_agent.api import plugin as _plugin_api
+
+    _plugin_api._packages.configure(env_dir, sys.argv[4] if len(sys.argv) > 4 else "")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fd)
     link = _link.Link(sock)
     _link.link = link

@@ -173,19 +173,57 @@ def ExtraField(default: Any = None, **meta: Any) -> Any:  # noqa: N802 (the docu
     return _Field(default, **meta)
 
 
+class _Packages:
+    """Where this plugin's own packages live, and where they come from."""
+
+    def __init__(self):
+        self.env_dir = ""
+        self.index = ""
+
+    def configure(self, env_dir: str, index: str) -> None:
+        import sys
+
+        self.env_dir, self.index = env_dir, index
+        if env_dir and env_dir not in sys.path:
+            sys.path.insert(0, env_dir)
+
+    def install(self, spec: str) -> None:
+        import subprocess
+        import sys
+
+        if not self.index:
+            raise ImportError("package %r is not installed, and nekro has no package index to install it from: "
+                              "the operator sets one with --python-index URL (or a directory of wheels)" % spec)
+        args = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--quiet",
+                "--target", self.env_dir]
+        if self.index.startswith(("http://", "https://")):
+            args += ["--index-url", self.index]
+        else:
+            args += ["--no-index", "--find-links", self.index]
+        done = subprocess.run(args + [spec], capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise ImportError("installing %r from %s failed: %s" % (spec, self.index, (done.stderr or done.stdout).strip()[-2000:]))
+        importlib.invalidate_caches()
+
+
+_packages = _Packages()
+
+
 def dynamic_import_pkg(package_spec: str, import_name: Optional[str] = None, **_: Any):
     """Import a package the plugin needs, e.g. dynamic_import_pkg("requests>=2.25").
 
-    An installed package is imported. Installing a missing one needs the
-    operator's package index (nekro --python-index), which this nekro does
-    not have yet: the error says so.
+    An installed package (the host's, or one installed for this plugin
+    before) is imported. A missing one is installed into this plugin's own
+    directory from the operator's package index (nekro --python-index),
+    then imported; without an index that is an ImportError naming the flag.
     """
     name = import_name or re.split(r"[<>=!~\[; ]", package_spec.strip(), maxsplit=1)[0].replace("-", "_")
     try:
         return importlib.import_module(name)
-    except ImportError as e:
-        raise ImportError("package %r is not installed for this plugin, and installing it needs the operator's "
-                          "package index (--python-index URL or a directory of wheels): %s" % (package_spec, e)) from None
+    except ImportError:
+        pass
+    _packages.install(package_spec)
+    return importlib.import_module(name)
 
 
 _ = _core_logger  # core.logger exists before any plugin logs
