@@ -5,11 +5,21 @@
 package python_test
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"image"
+	"image/png"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/nekro-go/nekro/internal/testutil"
+	"github.com/nekro-go/nekro/plugin"
 )
+
+func pngDecode(b []byte) (image.Image, error) { return png.Decode(bytes.NewReader(b)) }
 
 // run executes a Go port's test snippet in chat as user, either with the
 // Go port (goPlugin) or with the Python original (pyPlugin) enabled alone.
@@ -52,6 +62,81 @@ func TestKVStoreExamplesMatchTheGoPort(t *testing.T) {
 		p := testutil.RunNekro(t, nil, append([]string{"--data", pyData, "kv", "--plugin", pyPlugin, "get"}, k...)...)
 		if g.Stdout != p.Stdout || g.Code != 0 {
 			t.Errorf("kv get %v: Go port %q, Python %q", k, g.Stdout, p.Stdout)
+		}
+	}
+}
+
+// execResult is `nekro exec --json`'s answer.
+type execResult struct {
+	StopType    string          `json:"stop_type"`
+	ExitCode    int             `json:"exit_code"`
+	Output      string          `json:"output"`
+	AgentMethod string          `json:"agent_method"`
+	AgentResult json.RawMessage `json:"agent_result"`
+}
+
+func runJSON(t *testing.T, data, enable, code string) execResult {
+	t.Helper()
+	r := testutil.RunNekro(t, []byte(code), "--data", data, "--plugin-dir", "plugins", "--plugins", enable,
+		"exec", "--chat", "group_A", "--user", "U", "--json", "-")
+	var res execResult
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+		t.Fatalf("%s: %v\n%s%s", enable, err, r.Stdout, r.Stderr)
+	}
+	return res
+}
+
+// Seed 004's examples, one per method type: the document's Python and the
+// Go ports end each run the same way with the same output, AGENT result
+// and content parts (the picture: a 64 px PNG from both). Wrong argument
+// types get the same TypeError. get_user_preference is left out on
+// purpose: as the document writes it, it reads any user's preferences by
+// an id the AI chooses; the Go port reads only the run's user.
+func TestSandboxMethodExamplesMatchTheGoPort(t *testing.T) {
+	goPlugins := "nekro_examples.sandbox_methods,nekro_examples.chat_message"
+	const pyPlugin = "nekro_docs.sandbox_methods_doc"
+	goData, pyData := testutil.DataDir(t), testutil.DataDir(t)
+	snippets := []string{"sum.py", "sum_wrong_type.py", "get_time.py", "search_kb.py", "generate_image.py"}
+	codes := map[string]string{"send_chat_message": `print(send_chat_message("任务已完成"))`}
+	for _, s := range snippets {
+		b, err := os.ReadFile(filepath.Join("..", "sandboxmethods", "testdata", s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes[s] = string(b)
+	}
+	for name, code := range codes {
+		g, p := runJSON(t, goData, goPlugins, code), runJSON(t, pyData, pyPlugin, code)
+		if g.StopType != p.StopType || g.ExitCode != p.ExitCode || g.AgentMethod != p.AgentMethod {
+			t.Errorf("%s: Go port %s/%d/%s, Python %s/%d/%s", name, g.StopType, g.ExitCode, g.AgentMethod, p.StopType, p.ExitCode, p.AgentMethod)
+		}
+		if name == "sum_wrong_type.py" {
+			const want = "TypeError: my_sum_function(): argument 'num1' must be int, got str"
+			if !strings.Contains(g.Output, want) || !strings.Contains(p.Output, want) {
+				t.Errorf("%s: want %q from both:\nGo port:\n%s\nPython:\n%s", name, want, g.Output, p.Output)
+			}
+			continue
+		}
+		if g.Output != p.Output {
+			t.Errorf("%s: output differs:\nGo port:\n%s\nPython:\n%s", name, g.Output, p.Output)
+		}
+		if name != "generate_image.py" {
+			if string(g.AgentResult) != string(p.AgentResult) {
+				t.Errorf("%s: agent result differs:\nGo port: %s\nPython:  %s", name, g.AgentResult, p.AgentResult)
+			}
+			continue
+		}
+		for who, raw := range map[string]json.RawMessage{"Go port": g.AgentResult, "Python": p.AgentResult} {
+			var parts []plugin.ContentPart
+			if err := json.Unmarshal(raw, &parts); err != nil || len(parts) != 2 || parts[0].Text != "这是一张关于 'sunset' 的图片。" {
+				t.Fatalf("%s: parts %s: %v", who, raw, err)
+			}
+			b64, _ := strings.CutPrefix(parts[1].ImageURL.URL, "data:image/png;base64,")
+			png, _ := base64.StdEncoding.DecodeString(b64)
+			img, err := pngDecode(png)
+			if err != nil || img.Bounds().Dx() != 64 {
+				t.Errorf("%s: the picture is not a 64 px PNG: %v", who, err)
+			}
 		}
 	}
 }

@@ -92,6 +92,42 @@ def describe(plugin: NekroPlugin) -> dict:
     }
 
 
+_SIMPLE = {int: "int", float: "float", str: "str", bool: "bool", bytes: "bytes", list: "list", dict: "dict"}
+
+
+def py_name(v) -> str:
+    return "None" if v is None else type(v).__name__
+
+
+def type_mismatch(ann, v):
+    """The expected type's name when v does not fit the annotation ann, as
+    the Go SDK checks arguments; None when it fits or ann is not checked
+    (anything but the JSON types and Optional/List/Dict of them)."""
+    if isinstance(ann, str):
+        ann = {"int": int, "float": float, "str": str, "bool": bool, "bytes": bytes, "list": list, "dict": dict}.get(ann, None)
+        if ann is None:
+            return None
+    origin, args = typing.get_origin(ann), typing.get_args(ann)
+    if origin is typing.Union:
+        if v is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) == 1:
+            return type_mismatch(inner[0], v)
+        return None
+    base = origin if origin in (list, dict) else ann
+    if base not in _SIMPLE:
+        return None
+    name = _SIMPLE[base]
+    if base is bool:
+        return None if isinstance(v, bool) else name
+    if base is int:
+        return None if isinstance(v, int) and not isinstance(v, bool) else name
+    if base is float:
+        return None if isinstance(v, (int, float)) and not isinstance(v, bool) else name
+    return None if isinstance(v, base) else name
+
+
 def to_json_value(v):
     if isinstance(v, (bytes, bytearray)):
         return base64.b64encode(bytes(v)).decode("ascii")
@@ -114,8 +150,15 @@ class Host:
         self.methods = {}
         for func, kind, _n, _d in plugin.sandbox_methods:
             sig = inspect.signature(func)
-            as_bytes = [p.name for p in list(sig.parameters.values())[1:] if p.annotation in (bytes, "bytes")]
-            self.methods[func.__name__] = (func, kind, sig, as_bytes, inspect.iscoroutinefunction(func))
+            params = list(sig.parameters.values())[1:]
+            as_bytes = [p.name for p in params if p.annotation in (bytes, "bytes")]
+            # A None default makes None acceptable whatever the annotation
+            # says (`tags: list = None`, as the documents write it).
+            checks = [(p.name, p.annotation) for p in params
+                      if p.annotation is not p.empty and not (p.default is None)] + \
+                     [(p.name, typing.Optional[p.annotation]) for p in params
+                      if p.annotation is not p.empty and p.default is None and not isinstance(p.annotation, str)]
+            self.methods[func.__name__] = (func, kind, sig, as_bytes, inspect.iscoroutinefunction(func), checks)
 
     async def run(self, func, *args, call: str = ""):
         token = _link.current_call.set(call)
@@ -163,7 +206,7 @@ class Host:
         name = msg.get("method")
         if name not in self.methods:
             raise _ArgumentError("%s(): no such method in plugin %s" % (name, self.plugin.key))
-        func, kind, sig, as_bytes, is_async = self.methods[name]
+        func, kind, sig, as_bytes, is_async, checks = self.methods[name]
         c = msg.get("ctx") or {}
         ctx = AgentCtx(from_chat_key=c.get("chat_key"), container_key=c.get("container_key"),
                        from_user_id=c.get("user_id"), run_id=c.get("run_id", ""), call=call,
@@ -179,6 +222,11 @@ class Host:
             sig.bind(ctx, **args)
         except TypeError as e:
             raise _ArgumentError("%s(): %s" % (name, e)) from None
+        for pname, ann in checks:
+            if pname in args:
+                want = type_mismatch(ann, args[pname])
+                if want:
+                    raise _ArgumentError("%s(): argument '%s' must be %s, got %s" % (name, pname, want, py_name(args[pname])))
         token, ctx_token = _link.current_call.set(call), _link.current_ctx.set(ctx)
         try:
             if is_async:
