@@ -10,11 +10,15 @@ import (
 	"encoding/json"
 	"image"
 	"image/png"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/testutil"
 	"github.com/nekro-go/nekro/plugin"
 )
@@ -138,5 +142,52 @@ func TestSandboxMethodExamplesMatchTheGoPort(t *testing.T) {
 				t.Errorf("%s: the picture is not a 64 px PNG: %v", who, err)
 			}
 		}
+	}
+}
+
+// Seed 003's _ctx.fs examples: the Go port's test script (files2) run
+// against the document's Python gives what the Go port's test demands of
+// the Go port, in order.
+func TestFileExamplesAnswerAsTheGoPort(t *testing.T) {
+	img := []byte("\x89PNG\r\n\x1a\n-cat-")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/cat.png" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(img)
+	}))
+	defer srv.Close()
+	t.Setenv(files.AllowPrivateEnv, "1") // the test's server is on loopback
+	data := testutil.DataDir(t)
+	doc := filepath.Join(t.TempDir(), "doc.md")
+	os.WriteFile(doc, []byte("# 标题\n正文"), 0o644)
+	code, err := os.ReadFile(filepath.Join("..", "files2", "testdata", "fs_examples.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := testutil.RunNekro(t, []byte(strings.ReplaceAll(string(code), "{{URL}}", srv.URL)), "--data", data,
+		"--plugin-dir", "plugins", "--plugins", "nekro_docs.fs_doc", "exec", "--chat", "group_9", "--upload", doc, "-")
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	rest := r.Stdout
+	for _, w := range []string{
+		"文件共 11 字符", "指定文件不存在", "文件共 7 字符",
+		"refused: /etc/passwd", "refused: /app/shared/../../../etc/passwd", "refused: /app/sharedX/notes.txt",
+		"报告已生成", "# Weekly\n\n- shipped the file bridge",
+		"/app/shared/image.png " + strconv.Itoa(len(img)),
+		"/app/shared/result.json {'score': 3, 'tags': ['a']}",
+		"/app/shared/report.md # 报告内容",
+		"removed: True",
+	} {
+		i := strings.Index(rest, w)
+		if i < 0 {
+			t.Fatalf("output lacks %q (in order):\n%s", w, r.Stdout)
+		}
+		rest = rest[i+len(w):]
+	}
+	if strings.Contains(r.Stdout, "analyzed?") {
+		t.Errorf("a hostile path was analyzed:\n%s", r.Stdout)
 	}
 }
