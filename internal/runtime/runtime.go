@@ -112,6 +112,7 @@ type Runtime struct {
 	provision *provisioner
 	bg        sync.WaitGroup
 	closeOnce sync.Once
+	stubs     sync.Map // method set -> api_caller.py (apiCaller)
 }
 
 // Open prepares the data directory, checks the plugins and runs their init
