@@ -12,6 +12,7 @@ import (
 
 	"github.com/nekro-go/nekro/internal/app"
 	"github.com/nekro-go/nekro/internal/files"
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -23,17 +24,7 @@ type kvFlags struct {
 	chat, user string
 }
 
-func (f *kvFlags) scope() plugin.Scope {
-	switch {
-	case f.chat != "" && f.user != "":
-		return plugin.ChatUser(f.chat, f.user)
-	case f.chat != "":
-		return plugin.Chat(f.chat)
-	case f.user != "":
-		return plugin.User(f.user)
-	}
-	return plugin.Global()
-}
+func (f *kvFlags) scope() plugin.Scope { return pluginhost.ScopeOf(f.chat, f.user) }
 
 // open opens the store the server uses (the same data directory and
 // database) and the plugin's namespace in it.

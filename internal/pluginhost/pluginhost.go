@@ -186,6 +186,21 @@ func ApplySetOptions(opts []plugin.SetOption) SetOptions {
 	return o
 }
 
+// ScopeOf is the KV scope a (chat key, user key) pair names, as the
+// reference's plugin.store and `nekro kv` name it: both set is the user in
+// that chat, one alone its own scope, neither the plugin's own.
+func ScopeOf(chatKey, userKey string) plugin.Scope {
+	switch {
+	case chatKey != "" && userKey != "":
+		return plugin.ChatUser(chatKey, userKey)
+	case chatKey != "":
+		return plugin.Chat(chatKey)
+	case userKey != "":
+		return plugin.User(userKey)
+	}
+	return plugin.Global()
+}
+
 // Registered returns every registered plugin, sorted by key.
 func Registered() []*plugin.Plugin { return pluginbridge.Registered().([]*plugin.Plugin) }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -15,21 +16,6 @@ type storeArgs struct {
 	UserKey  string `json:"user_key"`
 	StoreKey string `json:"store_key"`
 	Value    string `json:"value"`
-}
-
-// scope maps the documents' (chat_key, user_key) pair to a scope: both
-// set is the user in that chat, one alone its own scope, neither the
-// plugin's own.
-func (a storeArgs) scope() plugin.Scope {
-	switch {
-	case a.ChatKey != "" && a.UserKey != "":
-		return plugin.ChatUser(a.ChatKey, a.UserKey)
-	case a.ChatKey != "":
-		return plugin.Chat(a.ChatKey)
-	case a.UserKey != "":
-		return plugin.User(a.UserKey)
-	}
-	return plugin.Global()
 }
 
 // serve runs one request of the plugin's: the store (plugin-wide
@@ -49,16 +35,16 @@ func (h *host) serve(m message) (any, error) {
 		c := serviceContext(ctx)
 		switch m.Op {
 		case "store.get":
-			v, ok, err := st.Get(c, a.scope(), a.StoreKey)
+			v, ok, err := st.Get(c, pluginhost.ScopeOf(a.ChatKey, a.UserKey), a.StoreKey)
 			if err != nil || !ok {
 				return nil, err
 			}
 			return v, nil
 		case "store.set":
-			r, err := st.Set(c, a.scope(), a.StoreKey, a.Value)
+			r, err := st.Set(c, pluginhost.ScopeOf(a.ChatKey, a.UserKey), a.StoreKey, a.Value)
 			return int(r), err
 		default:
-			r, err := st.Delete(c, a.scope(), a.StoreKey)
+			r, err := st.Delete(c, pluginhost.ScopeOf(a.ChatKey, a.UserKey), a.StoreKey)
 			return int(r), err
 		}
 	case "message.send":
