@@ -126,14 +126,11 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 
 	// Python plugins' processes close after the runtime, which runs their
 	// cleanup hooks.
-	py, err := pyplugin.Load(ctx, pyplugin.Options{Dirs: cfg.PluginDirs, Python: cfg.PluginPython, Index: cfg.PythonIndex,
-		CacheDir: filepath.Join(a.Layout.Root, "python"), Log: cfg.Log})
-	if err != nil {
-		return nil, err
+	plugins, py, err := loadPlugins(ctx, cfg)
+	if py != nil {
+		a.closers = append(a.closers, func(context.Context) error { return py.Close() })
+		a.PythonFailed, a.Python = py.Failed, py
 	}
-	a.closers = append(a.closers, func(context.Context) error { return py.Close() })
-	a.PythonFailed, a.Python = py.Failed, py
-	plugins, err := choosePlugins(cfg, py)
 	if err != nil {
 		return nil, err
 	}
@@ -171,6 +168,27 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.Agent = agent.New(a.Runtime, a.Chats, model, ac)
 	a.closers = append(a.closers, a.Agent.Shutdown)
 	return a, nil
+}
+
+// Plugins returns the plugins cfg enables, compiled-in and Python, with
+// nothing else opened: no database, no runtime, no hook run (what
+// `nekro plugins` lists). The caller closes the returned set, which holds
+// the Python plugins' processes.
+func Plugins(ctx context.Context, cfg Config) ([]*plugin.Plugin, *pyplugin.Set, error) {
+	cfg.defaults()
+	return loadPlugins(ctx, cfg)
+}
+
+// loadPlugins starts the Python plugins' processes and chooses the
+// enabled plugins. On error the set, when not nil, must still be closed.
+func loadPlugins(ctx context.Context, cfg Config) ([]*plugin.Plugin, *pyplugin.Set, error) {
+	py, err := pyplugin.Load(ctx, pyplugin.Options{Dirs: cfg.PluginDirs, Python: cfg.PluginPython, Index: cfg.PythonIndex,
+		CacheDir: filepath.Join(cfg.DataDir, "python"), Log: cfg.Log})
+	if err != nil {
+		return nil, nil, err
+	}
+	plugins, err := choosePlugins(cfg, py)
+	return plugins, py, err
 }
 
 // choosePlugins joins the compiled-in plugins and the Python ones (a key

@@ -9,6 +9,7 @@ import (
 	"github.com/nekro-go/nekro/internal/app"
 	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/pysig"
+	"github.com/nekro-go/nekro/internal/registry"
 )
 
 func init() { subcommands = append(subcommands, newPluginsCmd) }
@@ -19,17 +20,22 @@ func newPluginsCmd(g *globals) *cobra.Command {
 		Use:   "plugins",
 		Short: "List the enabled plugins (see --plugins) and their sandbox methods",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			// Python plugins describe themselves only once their process
-			// runs: assemble nekro as a run would.
-			a, err := app.Open(cmd.Context(), g.config())
+			// Python plugins describe themselves once their process runs;
+			// nothing else is opened (no database, no hook runs).
+			plugins, py, err := app.Plugins(cmd.Context(), g.config())
+			if py != nil {
+				defer py.Close()
+				for file, err := range py.Failed {
+					fmt.Fprintf(cmd.ErrOrStderr(), "nekro: python plugin %s not loaded: %v\n", file, err)
+				}
+			}
 			if err != nil {
 				return err
 			}
-			defer a.Close(cmd.Context())
-			for file, err := range a.PythonFailed {
-				fmt.Fprintf(cmd.ErrOrStderr(), "nekro: python plugin %s not loaded: %v\n", file, err)
+			reg, err := registry.New(plugins, g.logger())
+			if err != nil {
+				return err
 			}
-			reg := a.Runtime.Registry()
 			out := cmd.OutOrStdout()
 			if prompt {
 				fmt.Fprint(out, reg.RenderMethods())

@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -43,5 +44,18 @@ except PluginError as e:
 	r = testutil.RunNekro(t, code, "--data", data, "exec", "--chat", "c", "--user", "u", "-")
 	if strings.TrimSpace(r.Stdout) != "stored" {
 		t.Errorf("the same note under the default cap: %+v", r)
+	}
+}
+
+// `nekro plugins` only lists: it opens no database, runs no plugin hook
+// and leaves no data directory behind.
+func TestPluginsListingTouchesNoData(t *testing.T) {
+	data := testutil.DataDir(t)
+	r := testutil.RunNekro(t, nil, "--data", data, "plugins")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "nekro.basic") {
+		t.Fatalf("plugins: %+v", r)
+	}
+	if _, err := os.Stat(data); err == nil {
+		t.Errorf("nekro plugins created the data directory %s", data)
 	}
 }

@@ -92,6 +92,13 @@ func Load(ctx context.Context, opts Options) (*Set, error) {
 		}
 		opts.Index = abs
 	}
+	// The processes run in their plugins' directories: every path they
+	// get is absolute.
+	cacheDir, err := filepath.Abs(opts.CacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("python plugins: %w", err)
+	}
+	opts.CacheDir = cacheDir
 	set := &Set{Failed: map[string]error{}, Paths: map[string]string{}}
 	paths, err := find(opts.Dirs)
 	if err != nil || len(paths) == 0 {
