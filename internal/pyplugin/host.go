@@ -33,6 +33,10 @@ const (
 	maxBackoff = 30 * time.Second
 )
 
+// deadlineMargin is how long before a call's deadline a silent process
+// is taken out of service (at most a tenth of the time the call has).
+const deadlineMargin = 25 * time.Millisecond
+
 // hello is what a plugin process says first.
 type hello struct {
 	Error  string `json:"error"`
@@ -326,7 +330,23 @@ func (h *host) request(ctx context.Context, m message, token string) (json.RawMe
 	if err := p.send(m); err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", h.plugin.Key(), err)
 	}
+	// A process that has not answered shortly before the deadline is
+	// taken out of service then, not at the deadline: the caller (the
+	// run's RPC server) answers the sandbox at the deadline, and the
+	// sandbox's next call must find a fresh process, not this one dying.
+	var outOfTime <-chan time.Time
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		t := time.NewTimer(left - min(left/10, deadlineMargin))
+		defer t.Stop()
+		outOfTime = t.C
+	}
 	select {
+	case <-outOfTime:
+		h.log.Warn("python plugin did not answer in time: restarting its process", "op", m.Op)
+		h.restart(p)
+		<-ctx.Done()
+		return nil, fmt.Errorf("plugin %s did not answer within its deadline; its process is restarted", h.plugin.Key())
 	case r := <-ch:
 		if len(r.Error) > 0 {
 			var ce callError
@@ -345,11 +365,6 @@ func (h *host) request(ctx context.Context, m message, token string) (json.RawMe
 	case <-p.done:
 		return nil, fmt.Errorf("plugin %s: its process ended during the call (%v); it is being restarted", h.plugin.Key(), p.exitErr)
 	case <-ctx.Done():
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			h.log.Warn("python plugin did not answer in time: restarting its process", "op", m.Op)
-			h.restart(p)
-			return nil, fmt.Errorf("plugin %s did not answer within its deadline; its process is restarted", h.plugin.Key())
-		}
 		return nil, ctx.Err()
 	}
 }

@@ -18,6 +18,7 @@ import os
 import socket
 import sys
 import traceback
+import types
 import typing
 
 from nekro_agent import _link
@@ -269,34 +270,80 @@ def main() -> None:
     link.send({"op": "hello", **hello})
 
     loop = asyncio.new_event_loop()
-    if hasattr(asyncio, "eager_task_factory"):  # Python 3.12+: a call that needs no await runs at once
-        loop.set_task_factory(asyncio.eager_task_factory)
     asyncio.set_event_loop(loop)
     _link._loop = loop
     host = Host(plugin, link, loop)
     loop.run_until_complete(serve(host, link, sock))
 
 
-class _Protocol(asyncio.Protocol):
-    """Reads nekro's lines as they arrive and starts each request at once
-    (no stream reader in between: one event-loop pass less per call)."""
+def start_eagerly(coro):
+    """Run coro at once, in a context of its own, up to its first real
+    wait; only a coroutine that waits becomes a task (asyncio 3.12's eager
+    tasks, for 3.11: a call that never waits is answered in the same
+    event-loop pass, about 20 µs sooner). Returns the task, or None when
+    coro has finished."""
+    ctx = contextvars.copy_context()
+    try:
+        waiting_on = ctx.run(coro.send, None)
+    except StopIteration:
+        return None
+    return asyncio.get_running_loop().create_task(_go_on(coro, waiting_on), context=ctx)
+
+
+async def _go_on(coro, waiting_on):
+    return await _resume(coro, waiting_on)
+
+
+@types.coroutine
+def _resume(coro, waiting_on):
+    """Drive a started coroutine from where it stopped: hand the task the
+    future it was waiting on, and the outcome back to it."""
+    while True:
+        try:
+            value = yield waiting_on
+        except BaseException as e:  # the task was cancelled or the future failed
+            try:
+                waiting_on = coro.throw(e)
+            except StopIteration as done:
+                return done.value
+        else:
+            try:
+                waiting_on = coro.send(value)
+            except StopIteration as done:
+                return done.value
+
+
+class _Protocol(asyncio.BufferedProtocol):
+    """Reads nekro's lines into one reused buffer and starts each request
+    at once. A buffered protocol, not asyncio.Protocol: that one reads
+    into a fresh 256 KiB bytes object per receive, which cost about 100 µs
+    a call here (malloc maps and unmaps it every time)."""
 
     def __init__(self, host: Host, link: _link.Link, done: asyncio.Future):
         self.host, self.link, self.done = host, link, done
-        self.buf = bytearray()
+        self.buf = bytearray(64 << 10)
+        self.n = 0  # bytes of buf holding unread data
         self.tasks = set()
 
     def connection_made(self, transport):
         self.link.writer = transport
 
-    def data_received(self, data: bytes) -> None:
-        self.buf += data
+    def get_buffer(self, sizehint: int):
+        if self.n == len(self.buf):  # a line longer than the buffer: grow it
+            grown = bytearray(2 * len(self.buf))
+            grown[:self.n] = self.buf
+            self.buf = grown
+        return memoryview(self.buf)[self.n:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.n += nbytes
+        start = 0
         while True:
-            i = self.buf.find(b"\n")
+            i = self.buf.find(b"\n", start, self.n)
             if i < 0:
-                return
-            line = bytes(self.buf[:i])
-            del self.buf[:i + 1]
+                break
+            line = self.buf[start:i]
+            start = i + 1
             try:
                 msg = json.loads(line)
             except ValueError:
@@ -304,9 +351,16 @@ class _Protocol(asyncio.Protocol):
             if "req" in msg and "op" not in msg:
                 self.link.answered(msg)
             else:
-                t = asyncio.ensure_future(self.host.handle(msg))
-                self.tasks.add(t)
-                t.add_done_callback(self.tasks.discard)
+                t = start_eagerly(self.host.handle(msg))
+                if t is not None:
+                    self.tasks.add(t)
+                    t.add_done_callback(self.tasks.discard)
+        if start:
+            rest = self.n - start
+            self.buf[:rest] = self.buf[start:self.n]
+            self.n = rest
+            if rest == 0 and len(self.buf) > 64 << 10:  # shrink after a long line
+                self.buf = bytearray(64 << 10)
 
     def connection_lost(self, exc) -> None:
         self.link.fail_all("nekro closed the connection")
