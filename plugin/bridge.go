@@ -36,6 +36,36 @@ func init() {
 		return o.expiresAt, o.ttl, o.hasTTL, o.expiry
 	}
 	pluginbridge.Registered = func() any { return registered() }
+	pluginbridge.Services = func(p any) any {
+		if h := p.(*Plugin).services(); h != nil {
+			return h
+		}
+		return nil
+	}
+	pluginbridge.ConfigDecl = func(p any) (any, json.RawMessage) {
+		pl := p.(*Plugin)
+		pl.mu.RLock()
+		defer pl.mu.RUnlock()
+		if pl.config == nil {
+			return nil, nil
+		}
+		return pl.config.defaults, pl.config.fields
+	}
+	pluginbridge.MountConfigFields = func(p any, fields json.RawMessage) {
+		pl := p.(*Plugin)
+		pl.mu.Lock()
+		defer pl.mu.Unlock()
+		pl.config = &configDecl{fields: fields, get: func() any {
+			h := pl.services()
+			if h == nil {
+				return nil
+			}
+			raw, _ := h.ConfigJSON()
+			var v map[string]any
+			json.Unmarshal(raw, &v)
+			return v
+		}}
+	}
 	pluginbridge.MountRaw = func(p any, m any, params []pluginbridge.ParamData, result string,
 		call func(ctx any, args map[string]json.RawMessage) (json.RawMessage, error)) error {
 		ps := make([]param, len(params))

@@ -1,6 +1,9 @@
 package plugin
 
-import "log/slog"
+import (
+	"encoding/json"
+	"log/slog"
+)
 
 // hostServices is what the runtime gives a plugin outside any run (in its
 // init and cleanup hooks, for instance): pluginhost.Services, bound with
@@ -13,6 +16,10 @@ type hostServices interface {
 	DataDir() (string, error)
 	// Logger returns the runtime's logger, tagged with the plugin's key.
 	Logger() *slog.Logger
+	// ConfigJSON returns the plugin's settings in force as a JSON object
+	// and their version (it changes whenever they do); nil when the
+	// plugin mounted none.
+	ConfigJSON() (json.RawMessage, uint64)
 }
 
 func (p *Plugin) bind(h hostServices) {

@@ -66,28 +66,19 @@ type Meta struct {
 // Key returns the plugin's unique key, "author.module_name".
 func (m Meta) Key() string { return m.Author + "." + m.ModuleName }
 
-// Hook functions the host calls at points of a plugin's life.
-type (
-	// InitFunc runs once after the store and data directory are ready.
-	InitFunc func(ctx context.Context) error
-	// CleanupFunc runs at shutdown, and after a failed init.
-	CleanupFunc func(ctx context.Context) error
-	// ChannelResetFunc runs when the chat chatKey is reset.
-	ChannelResetFunc func(ctx context.Context, chatKey string) error
-)
-
 // Plugin is one registered plugin: its metadata, sandbox methods and hooks.
 // Build it with New; it is safe for concurrent use once registered.
 type Plugin struct {
 	meta    Meta
 	methods []*mountedMethod
 
-	onInit         []InitFunc
-	onCleanup      []CleanupFunc
-	onChannelReset []ChannelResetFunc
+	onInit         []func(ctx context.Context) error
+	onCleanup      []func(ctx context.Context) error
+	onChannelReset []func(ctx context.Context, chatKey string) error
 
-	mu   sync.RWMutex
-	host hostServices // set by the runtime before init hooks run
+	mu     sync.RWMutex
+	host   hostServices // set by the runtime before init hooks run
+	config *configDecl  // MountConfig's
 }
 
 // New validates meta and returns a plugin ready for methods and hooks.
@@ -114,16 +105,19 @@ func (p *Plugin) Key() string { return p.meta.Key() }
 // Methods returns the plugin's sandbox methods in the order they were mounted.
 func (p *Plugin) mounted() []*mountedMethod { return slices.Clone(p.methods) }
 
-// OnInit adds a hook run once before the first sandbox run.
-func (p *Plugin) OnInit(f InitFunc) { p.onInit = append(p.onInit, f) }
+// OnInit adds a hook run once, after the store, data directory and
+// settings are ready and before the first sandbox run.
+func (p *Plugin) OnInit(f func(ctx context.Context) error) { p.onInit = append(p.onInit, f) }
 
-// OnCleanup adds a hook run at shutdown.
-func (p *Plugin) OnCleanup(f CleanupFunc) { p.onCleanup = append(p.onCleanup, f) }
+// OnCleanup adds a hook run at shutdown, and after a failed init.
+func (p *Plugin) OnCleanup(f func(ctx context.Context) error) { p.onCleanup = append(p.onCleanup, f) }
 
-// OnChannelReset adds a hook run when a chat is reset.
-func (p *Plugin) OnChannelReset(f ChannelResetFunc) { p.onChannelReset = append(p.onChannelReset, f) }
+// OnChannelReset adds a hook run when the chat chatKey is reset.
+func (p *Plugin) OnChannelReset(f func(ctx context.Context, chatKey string) error) {
+	p.onChannelReset = append(p.onChannelReset, f)
+}
 
-func (p *Plugin) hooks() (init []InitFunc, cleanup []CleanupFunc, reset []ChannelResetFunc) {
+func (p *Plugin) hooks() (init, cleanup []func(ctx context.Context) error, reset []func(ctx context.Context, chatKey string) error) {
 	return slices.Clone(p.onInit), slices.Clone(p.onCleanup), slices.Clone(p.onChannelReset)
 }
 

@@ -21,7 +21,8 @@ var (
 	// Bind(*plugin.Plugin, services): services has the methods of
 	// pluginhost.Services.
 	Bind func(p any, services any)
-	// Hooks(*plugin.Plugin) ([]plugin.InitFunc, []plugin.CleanupFunc, []plugin.ChannelResetFunc).
+	// Hooks(*plugin.Plugin) (init, cleanup []func(context.Context) error,
+	// reset []func(context.Context, string) error).
 	Hooks func(p any) (init, cleanup, reset any)
 	// Methods(*plugin.Plugin) lists its mounted methods, in mount order.
 	Methods func(p any) []MethodData
@@ -29,6 +30,14 @@ var (
 	Call func(m any, ctx any, args map[string]json.RawMessage) (json.RawMessage, error)
 	// SetOptions([]plugin.SetOption) folds the options.
 	SetOptions func(opts any) (expiresAt time.Time, ttl time.Duration, hasTTL, expiry bool)
+	// ConfigDecl(*plugin.Plugin) returns MountConfig's defaults (a Go
+	// struct value) or a raw plugin's fields (JSON), or neither.
+	ConfigDecl func(p any) (defaults any, fields json.RawMessage)
+	// MountConfigFields(*plugin.Plugin, fields) declares a raw plugin's
+	// settings.
+	MountConfigFields func(p any, fields json.RawMessage)
+	// Services(*plugin.Plugin) returns what Bind bound, or nil.
+	Services func(p any) any
 	// Registered() []*plugin.Plugin, sorted by key.
 	Registered func() any
 	// MountRaw(*plugin.Plugin, plugin.Method, params, result, call) mounts

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nekro-go/nekro/internal/pluginbridge"
+	"github.com/nekro-go/nekro/internal/pluginconfig"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -79,15 +80,67 @@ type Services interface {
 	DataDir() (string, error)
 	// Logger returns the runtime's logger, tagged with the plugin's key.
 	Logger() *slog.Logger
+	// ConfigJSON returns the plugin's settings in force as a JSON object
+	// and their version (it changes whenever they do); nil when the
+	// plugin mounted none.
+	ConfigJSON() (json.RawMessage, uint64)
+	// SetConfig changes the named settings (checked, then kept in the
+	// plugin's config.yaml).
+	SetConfig(changes map[string]any) error
+}
+
+// ServicesOf returns the services bound to p, or nil before the runtime
+// bound it.
+func ServicesOf(p *plugin.Plugin) Services {
+	s, _ := pluginbridge.Services(p).(Services)
+	return s
+}
+
+// ConfigJSON returns p's settings in force and their version; nil when p
+// declared none or is not bound.
+func ConfigJSON(p *plugin.Plugin) (json.RawMessage, uint64) {
+	s := ServicesOf(p)
+	if s == nil {
+		return nil, 0
+	}
+	return s.ConfigJSON()
+}
+
+// SetConfig changes p's settings.
+func SetConfig(p *plugin.Plugin, changes map[string]any) error {
+	s := ServicesOf(p)
+	if s == nil {
+		return fmt.Errorf("plugin %s is not running", p.Key())
+	}
+	return s.SetConfig(changes)
 }
 
 // Bind attaches the runtime's services to p, before its init hooks run.
 func Bind(p *plugin.Plugin, s Services) { pluginbridge.Bind(p, s) }
 
 // Hooks returns p's lifecycle hooks.
-func Hooks(p *plugin.Plugin) (init []plugin.InitFunc, cleanup []plugin.CleanupFunc, reset []plugin.ChannelResetFunc) {
+func Hooks(p *plugin.Plugin) (init, cleanup []func(ctx context.Context) error, reset []func(ctx context.Context, chatKey string) error) {
 	i, c, r := pluginbridge.Hooks(p)
-	return i.([]plugin.InitFunc), c.([]plugin.CleanupFunc), r.([]plugin.ChannelResetFunc)
+	return i.([]func(context.Context) error), c.([]func(context.Context) error), r.([]func(context.Context, string) error)
+}
+
+// ConfigSchema returns the schema of p's settings, or nil when it
+// declared none.
+func ConfigSchema(p *plugin.Plugin) (*pluginconfig.Schema, error) {
+	defaults, fields := pluginbridge.ConfigDecl(p)
+	switch {
+	case defaults != nil:
+		return pluginconfig.Reflect(defaults)
+	case fields != nil:
+		return pluginconfig.Fields(fields)
+	}
+	return nil, nil
+}
+
+// MountConfigFields declares the settings of a plugin implemented outside
+// Go (a Python plugin's ConfigBase), as pluginconfig fields in JSON.
+func MountConfigFields(p *plugin.Plugin, fields json.RawMessage) {
+	pluginbridge.MountConfigFields(p, fields)
 }
 
 // MethodInfo is a mounted sandbox method as the host sees it: its

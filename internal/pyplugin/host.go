@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nekro-go/nekro/internal/pluginconfig"
 	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/plugin"
 )
@@ -58,7 +59,8 @@ type hello struct {
 			DefaultPy string `json:"default_py"`
 		} `json:"params"`
 	} `json:"methods"`
-	Hooks struct{ Init, Cleanup, Reset bool } `json:"hooks"`
+	Hooks  struct{ Init, Cleanup, Reset bool } `json:"hooks"`
+	Config json.RawMessage                     `json:"config"` // the ConfigBase class's fields (pluginconfig.Field), or null
 }
 
 // message is any line either way.
@@ -247,6 +249,12 @@ func (h *host) build(hl *hello) (err error) {
 			return fmt.Errorf("%s: %w", h.path, err)
 		}
 	}
+	if len(hl.Config) > 0 && string(hl.Config) != "null" {
+		if _, err := pluginconfig.Fields(hl.Config); err != nil {
+			return fmt.Errorf("%s: mount_config: %w", h.path, err)
+		}
+		pluginhost.MountConfigFields(p, hl.Config)
+	}
 	h.plugin, h.hooks = p, hl.Hooks
 	p.OnInit(func(ctx context.Context) error { return h.init(ctx) })
 	p.OnCleanup(func(ctx context.Context) error {
@@ -277,7 +285,11 @@ func (h *host) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	args, _ := json.Marshal(map[string]string{"data_dir": dir})
+	ready := map[string]any{"data_dir": dir}
+	if raw, version := pluginhost.ConfigJSON(h.plugin); raw != nil {
+		ready["config"], ready["config_version"] = raw, version
+	}
+	args, _ := json.Marshal(ready)
 	if _, err := h.request(ctx, message{Op: "ready", Args: args}, ""); err != nil {
 		return err
 	}
@@ -302,10 +314,31 @@ func (h *host) call(ctx *plugin.Ctx, method string, args map[string]json.RawMess
 		h.mu.Unlock()
 	}()
 	run, fsys := ctx.Run(), ctx.FS()
-	body, _ := json.Marshal(map[string]any{"method": method, "args": args,
-		"ctx": map[string]string{"chat_key": run.ChatKey, "user_id": run.UserID, "container_key": run.ContainerKey, "run_id": run.RunID,
-			"shared_path": fsys.SharedPath(), "upload_path": fsys.UploadPath()}})
+	c := callCtx{ChatKey: run.ChatKey, UserID: run.UserID, ContainerKey: run.ContainerKey, RunID: run.RunID,
+		SharedPath: fsys.SharedPath(), UploadPath: fsys.UploadPath()}
+	if raw, version := pluginhost.ConfigJSON(h.plugin); raw != nil {
+		c.ConfigVersion = &version // the process fetches the settings when they changed
+	}
+	body, _ := json.Marshal(callBody{Method: method, Args: args, Ctx: c})
 	return h.request(ctx, message{Op: "call", Args: body}, token)
+}
+
+// callBody is a call's request to the process.
+type callBody struct {
+	Method string                     `json:"method"`
+	Args   map[string]json.RawMessage `json:"args"`
+	Ctx    callCtx                    `json:"ctx"`
+}
+
+// callCtx is what the process builds the call's AgentCtx from.
+type callCtx struct {
+	ChatKey       string  `json:"chat_key"`
+	UserID        string  `json:"user_id"`
+	ContainerKey  string  `json:"container_key"`
+	RunID         string  `json:"run_id"`
+	SharedPath    string  `json:"shared_path"`
+	UploadPath    string  `json:"upload_path"`
+	ConfigVersion *uint64 `json:"config_version,omitempty"`
 }
 
 // request sends one request and waits for its answer, the process's end

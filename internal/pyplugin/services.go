@@ -71,6 +71,24 @@ func (h *host) serve(m message) (any, error) {
 			return nil, ctx.SendFile(a.Value)
 		}
 		return nil, fmt.Errorf("unknown message kind %q", a.Kind)
+	case "config.get":
+		raw, version := pluginhost.ConfigJSON(h.plugin)
+		if raw == nil {
+			return nil, fmt.Errorf("the plugin's settings are not available (see nekro's log)")
+		}
+		return configAnswer{raw, version}, nil
+	case "config.set":
+		var a struct {
+			Values map[string]any `json:"values"`
+		}
+		if err := json.Unmarshal(m.Args, &a); err != nil {
+			return nil, fmt.Errorf("%s: bad arguments: %w", m.Op, err)
+		}
+		if err := pluginhost.SetConfig(h.plugin, a.Values); err != nil {
+			return nil, err
+		}
+		raw, version := pluginhost.ConfigJSON(h.plugin)
+		return configAnswer{raw, version}, nil
 	case "fs.mixed_forward_file":
 		var a struct {
 			URL      *string `json:"url"`
@@ -98,6 +116,12 @@ func (h *host) serve(m message) (any, error) {
 		return ctx.FS().MixedForwardFile(ctx, src, a.FileName)
 	}
 	return nil, fmt.Errorf("unknown request %q", m.Op)
+}
+
+// configAnswer is the settings in force and their version.
+type configAnswer struct {
+	Values  json.RawMessage `json:"values"`
+	Version uint64          `json:"version"`
 }
 
 // serviceContext is the context a request runs under: its call's (ended

@@ -76,6 +76,14 @@ func (r *Registry) Plugins() []*plugin.Plugin {
 	return out
 }
 
+// All returns every plugin of the registry, disabled ones too, sorted by
+// key.
+func (r *Registry) All() []*plugin.Plugin {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return append([]*plugin.Plugin(nil), r.plugins...)
+}
+
 // Plugin returns the enabled plugin with the given key.
 func (r *Registry) Plugin(key string) (*plugin.Plugin, error) {
 	for _, p := range r.Plugins() {

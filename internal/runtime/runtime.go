@@ -5,6 +5,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/nekro-go/nekro/internal/db"
 	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/kv"
+	"github.com/nekro-go/nekro/internal/pluginconfig"
 	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/registry"
 	"github.com/nekro-go/nekro/internal/sandbox"
@@ -112,7 +114,8 @@ type Runtime struct {
 	provision *provisioner
 	bg        sync.WaitGroup
 	closeOnce sync.Once
-	stubs     sync.Map // method set -> api_caller.py (apiCaller)
+	stubs     sync.Map                      // method set -> api_caller.py (apiCaller)
+	configs   map[string]*pluginconfig.File // by plugin key; set before init hooks, read-only after
 }
 
 // Open prepares the data directory, checks the plugins and runs their init
@@ -218,7 +221,13 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.SharedIdle > 0 {
 		rt.janitor = newJanitor(rt, cfg.SharedIdle)
 	}
+	rt.configs = map[string]*pluginconfig.File{}
 	for _, p := range reg.Plugins() {
+		if f, err := openConfig(rt.layout, p); err != nil {
+			cfg.Log.Error("plugin settings unavailable: the plugin runs with its defaults", "plugin", p.Key(), "err", err)
+		} else if f != nil {
+			rt.configs[p.Key()] = f
+		}
 		pluginhost.Bind(p, hostServices{rt: rt, p: p})
 	}
 	reg.Init(ctx)
@@ -320,6 +329,48 @@ type hostServices struct {
 func (h hostServices) Store() plugin.Store { return h.rt.store.For(h.p.Key()) }
 
 func (h hostServices) Logger() *slog.Logger { return h.rt.log.With("plugin", h.p.Key()) }
+
+func (h hostServices) ConfigJSON() (json.RawMessage, uint64) {
+	f := h.rt.configs[h.p.Key()]
+	if f == nil {
+		return nil, 0
+	}
+	return f.JSON()
+}
+
+func (h hostServices) SetConfig(changes map[string]any) error {
+	f := h.rt.configs[h.p.Key()]
+	if f == nil {
+		return fmt.Errorf("plugin %s: %w", h.p.Key(), pluginconfig.ErrNoConfig)
+	}
+	_, err := f.Set(changes)
+	return err
+}
+
+// PluginConfig returns the settings of the enabled plugin with key, or
+// nil when it declared none.
+func (rt *Runtime) PluginConfig(key string) *pluginconfig.File { return rt.configs[key] }
+
+// openConfig opens p's settings file, data/plugins/<key>/config.yaml,
+// writing the defaults when it is missing; nil when p declared none.
+func openConfig(layout files.Layout, p *plugin.Plugin) (*pluginconfig.File, error) {
+	schema, err := pluginhost.ConfigSchema(p)
+	if err != nil || schema == nil {
+		return nil, err
+	}
+	dir, err := layout.EnsurePluginDir(p.Key())
+	if err != nil {
+		return nil, err
+	}
+	f, err := pluginconfig.Open(dir, schema)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Err(); err != nil {
+		p.Logger().Error("plugin settings file is not valid: the defaults are in force until it is fixed", "err", err)
+	}
+	return f, nil
+}
 
 func (h hostServices) DataDir() (string, error) {
 	return h.rt.layout.EnsurePluginDir(h.p.Key())

@@ -35,6 +35,9 @@ const (
 //	GET  /api/chats/{chat}/turns     turns and how they ended
 //	GET  /api/chats/{chat}/uploads/{name}  one of the chat's uploads (attachments)
 //	GET  /api/status                 model, plugins
+//	GET  /api/plugins                every plugin: enabled, methods (Python signatures, docs), settings
+//	GET  /api/plugins/{key}/config   a plugin's settings (secrets masked) and their JSON Schema
+//	PUT  /api/plugins/{key}/config   {"FIELD": value, ...} -> checked, kept; 400 names a bad field
 //
 // Every /api/ call needs "Authorization: Bearer <token>". The browser UI
 // (/ and /ui/) holds no data and needs none: it asks for the token.
@@ -51,6 +54,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/chats/{chat}/turns", chatList("turns", s.chats.Turns))
 	mux.HandleFunc("GET /api/chats/{chat}/uploads/{name}", s.upload)
 	mux.HandleFunc("GET /api/status", s.status)
+	mux.HandleFunc("GET /api/plugins", s.plugins)
+	mux.HandleFunc("GET /api/plugins/{key}/config", s.getPluginConfig)
+	mux.HandleFunc("PUT /api/plugins/{key}/config", s.putPluginConfig)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 	})

@@ -21,7 +21,7 @@ import traceback
 import types
 import typing
 
-from nekro_agent import _link
+from nekro_agent import _config, _link
 from nekro_agent.api.plugin import NekroPlugin, SandboxMethodType
 from nekro_agent.api.schemas import AgentCtx
 
@@ -88,6 +88,7 @@ def describe(plugin: NekroPlugin) -> dict:
         "plugin": {"name": plugin.name, "module_name": plugin.module_name, "author": plugin.author,
                    "version": plugin.version, "description": plugin.description, "url": plugin.url},
         "methods": methods,
+        "config": _config.describe(plugin.config_class) if plugin.config_class is not None else None,
         "hooks": {"init": plugin.init_method is not None, "cleanup": plugin.cleanup_method is not None,
                   "reset": plugin.on_reset_method is not None},
     }
@@ -178,6 +179,8 @@ class Host:
                 result = await self.call(a, msg.get("call", ""))
             elif op == "ready":
                 self.plugin._data_dir = a.get("data_dir")
+                if a.get("config") is not None and self.plugin.config_class is not None:
+                    self.plugin._config_holder.update(a["config"], a.get("config_version", 0))
                 result = None
             elif op == "init":
                 result = None
@@ -209,6 +212,10 @@ class Host:
             raise _ArgumentError("%s(): no such method in plugin %s" % (name, self.plugin.key))
         func, kind, sig, as_bytes, is_async, checks = self.methods[name]
         c = msg.get("ctx") or {}
+        version = c.get("config_version")
+        if version is not None and self.plugin.config_class is not None and version != self.plugin._config_holder.version:
+            answer = await self.link.request("config.get")  # the operator changed a setting
+            self.plugin._config_holder.update(answer["values"], answer["version"])
         ctx = AgentCtx(from_chat_key=c.get("chat_key"), container_key=c.get("container_key"),
                        from_user_id=c.get("user_id"), run_id=c.get("run_id", ""), call=call,
                        shared_path=c.get("shared_path", ""), upload_path=c.get("upload_path", ""))

@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional
 
-from nekro_agent import _link
+from nekro_agent import _config, _link
+from nekro_agent._config import ConfigBase, ExtraField
 from nekro_agent.api.core import logger as _core_logger
 
 __all__ = ["NekroPlugin", "SandboxMethodType", "PluginStore", "ConfigBase", "ExtraField", "dynamic_import_pkg"]
@@ -124,6 +125,7 @@ class NekroPlugin:
             if not (isinstance(cls, type) and issubclass(cls, ConfigBase)):
                 raise TypeError("mount_config() needs a ConfigBase subclass, not %r" % (cls,))
             self.config_class = cls
+            self._config_holder = _config.Holder(cls)
             return cls
 
         return deco
@@ -142,35 +144,30 @@ class NekroPlugin:
 
     get_plugin_path = get_plugin_data_dir
 
+    def get_config(self, cls=None):
+        """The plugin's settings (its mount_config class), as the operator
+        set them. The same object every time, updated in place when a
+        setting changes."""
+        if self.config_class is None:
+            if not (isinstance(cls, type) and issubclass(cls, ConfigBase)):
+                raise AttributeError("plugin %s mounted no config (mount_config)" % self.key)
+            self.mount_config()(cls)  # get_config(Cls) at import time declares it, as in the reference
+        if cls is not None and not (isinstance(cls, type) and issubclass(self.config_class, cls)):
+            raise TypeError("get_config(%s): the plugin's config class is %s" % (getattr(cls, "__name__", cls), self.config_class.__name__))
+        h = self._config_holder
+        if h.obj is None:  # outside nekro's host (an import for a test): the defaults
+            h.update({}, -1)
+        return h.obj
+
     @property
     def config(self):
-        if self.config_class is None:
-            raise AttributeError("plugin %s has no config (mount_config)" % self.key)
-        return self.config_class()
+        return self.get_config()
 
-
-class ConfigBase:
-    """Base of a plugin's config class (mount_config). Fields are class
-    attributes with defaults; ExtraField describes one."""
-
-    def __init__(self, **values: Any):
-        for k, v in type(self).__dict__.items():
-            if not k.startswith("_") and not callable(v):
-                setattr(self, k, v.default if isinstance(v, _Field) else v)
-        for k, v in values.items():
-            setattr(self, k, v)
-
-
-class _Field:
-    def __init__(self, default: Any = None, **meta: Any):
-        self.default = default
-        self.meta = meta
-
-
-def ExtraField(default: Any = None, **meta: Any) -> Any:  # noqa: N802 (the documents' name)
-    """A config field's default and its description (title, description,
-    is_secret, ...)."""
-    return _Field(default, **meta)
+    async def save_config(self, cfg) -> None:
+        """Store changed settings (checked by nekro; a bad value raises)."""
+        values = _config.describe_values(cfg)
+        answer = await _link.get().request("config.set", values=values)
+        self._config_holder.update(answer["values"], answer["version"])
 
 
 class _Packages:

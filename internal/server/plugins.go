@@ -1,0 +1,163 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/nekro-go/nekro/internal/pluginconfig"
+	"github.com/nekro-go/nekro/internal/pluginhost"
+	"github.com/nekro-go/nekro/internal/pysig"
+	"github.com/nekro-go/nekro/plugin"
+)
+
+// maxConfigBody caps a settings change.
+const maxConfigBody = 1 << 20
+
+// methodView is a sandbox method as the API shows it.
+type methodView struct {
+	Name        string `json:"name"`
+	Type        string `json:"type"`
+	Signature   string `json:"signature"`
+	Description string `json:"description"`
+	Doc         string `json:"doc"`
+}
+
+// configView is a plugin's settings as the API shows them: secrets masked.
+type configView struct {
+	File   string         `json:"file"`
+	Values map[string]any `json:"values"`
+	Schema map[string]any `json:"schema"`
+	Error  string         `json:"error,omitempty"` // why the file's content is not in force
+}
+
+func viewConfig(f *pluginconfig.File) *configView {
+	values, _ := f.Values()
+	v := &configView{File: f.Path(), Values: f.Schema().Mask(values), Schema: f.Schema().JSONSchema()}
+	if err := f.Err(); err != nil {
+		v.Error = err.Error()
+	}
+	return v
+}
+
+// plugins answers GET /api/plugins: every plugin of this server, whether
+// it is enabled (and why not), its methods with their Python signatures
+// and docs, and its settings.
+func (s *Server) plugins(w http.ResponseWriter, r *http.Request) {
+	type pluginView struct {
+		Key         string       `json:"key"`
+		Name        string       `json:"name"`
+		Version     string       `json:"version"`
+		Description string       `json:"description"`
+		URL         string       `json:"url,omitempty"`
+		Enabled     bool         `json:"enabled"`
+		Disabled    string       `json:"disabled_reason,omitempty"`
+		Methods     []methodView `json:"methods"`
+		Config      *configView  `json:"config"`
+	}
+	reg := s.rt.Registry()
+	disabled := reg.Disabled()
+	out := []pluginView{}
+	for _, p := range reg.All() {
+		m := p.Meta()
+		reason, off := disabled[p.Key()]
+		pv := pluginView{Key: p.Key(), Name: m.Name, Version: m.Version, Description: m.Description, URL: m.URL,
+			Enabled: !off, Disabled: reason, Methods: []methodView{}}
+		for _, mi := range pluginhost.Methods(p) {
+			pv.Methods = append(pv.Methods, methodView{Name: mi.Name, Type: mi.Type.String(), Signature: pysig.Signature(mi),
+				Description: mi.Description, Doc: pysig.Doc(mi)})
+		}
+		if f := s.rt.PluginConfig(p.Key()); f != nil {
+			pv.Config = viewConfig(f)
+		}
+		out = append(out, pv)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"plugins": out})
+}
+
+// pluginConfig finds the settings of the path's plugin, or writes a 404.
+func (s *Server) pluginConfig(w http.ResponseWriter, r *http.Request) (*pluginconfig.File, bool) {
+	key := r.PathValue("key")
+	var p *plugin.Plugin
+	for _, q := range s.rt.Registry().All() {
+		if q.Key() == key {
+			p = q
+		}
+	}
+	if p == nil {
+		writeError(w, http.StatusNotFound, "no plugin %s", key)
+		return nil, false
+	}
+	f := s.rt.PluginConfig(key)
+	if f == nil {
+		writeError(w, http.StatusNotFound, "plugin %s has no settings", key)
+		return nil, false
+	}
+	return f, true
+}
+
+// getPluginConfig answers GET /api/plugins/{key}/config.
+func (s *Server) getPluginConfig(w http.ResponseWriter, r *http.Request) {
+	if f, ok := s.pluginConfig(w, r); ok {
+		writeJSON(w, http.StatusOK, viewConfig(f))
+	}
+}
+
+// putPluginConfig answers PUT /api/plugins/{key}/config: the body is a
+// JSON object of settings to change (all of them, or some; a secret sent
+// back masked keeps its value). All are checked before any is kept; a
+// bad one is a 400 naming the field.
+func (s *Server) putPluginConfig(w http.ResponseWriter, r *http.Request) {
+	f, ok := s.pluginConfig(w, r)
+	if !ok {
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxConfigBody))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "settings larger than %d bytes", maxConfigBody)
+		return
+	}
+	var changes map[string]any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&changes); err != nil || changes == nil {
+		writeError(w, http.StatusBadRequest, "the body must be a JSON object of settings: %v", err)
+		return
+	}
+	for k, v := range changes {
+		changes[k] = numbers(v)
+	}
+	if _, err := f.Set(changes); err != nil {
+		var fe *pluginconfig.FieldError
+		if errors.As(err, &fe) {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error(), "field": fe.Field})
+			return
+		}
+		writeError(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, viewConfig(f))
+}
+
+// numbers turns json.Numbers into int64 where whole, else float64.
+func numbers(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		if n, err := v.Int64(); err == nil {
+			return n
+		}
+		f, _ := v.Float64()
+		return f
+	case []any:
+		for i, e := range v {
+			v[i] = numbers(e)
+		}
+	case map[string]any:
+		for k, e := range v {
+			v[k] = numbers(e)
+		}
+	}
+	return v
+}
