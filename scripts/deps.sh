@@ -21,6 +21,8 @@ if [ "${1:-}" = test ]; then
   # The plugin documents' Python examples use pydantic and aiofiles.
   /usr/bin/python3 -c 'import pydantic' >/dev/null 2>&1 || need+=(python3-pydantic)
   /usr/bin/python3 -c 'import aiofiles' >/dev/null 2>&1 || need+=(python3-aiofiles)
+  # ... and requests (dynamic_import_pkg("requests>=2.25.0") in the downloads).
+  /usr/bin/python3 -c 'import requests' >/dev/null 2>&1 || need+=(python3-requests)
   /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)   # dynamic_import_pkg's installs
 fi
 [ ${#need[@]} -eq 0 ] && exit 0

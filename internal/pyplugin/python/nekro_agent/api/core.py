@@ -5,6 +5,12 @@ import logging
 
 from nekro_agent import _link
 
+# The reference's core.logger is loguru's, whose success() the documents
+# call (core.logger.success(...)); here it is a level between INFO and
+# WARNING that nekro logs as info.
+SUCCESS = 25
+logging.addLevelName(SUCCESS, "SUCCESS")
+
 
 class _ToNekro(logging.Handler):
     """Sends records to nekro's log (the operator's --log-level applies)."""
@@ -14,7 +20,8 @@ class _ToNekro(logging.Handler):
             msg = self.format(record)
             link = _link.link
             if link is not None:
-                link.send({"op": "log", "level": record.levelname.lower(), "msg": msg, "logger": record.name})
+                level = "info" if record.levelno == SUCCESS else record.levelname.lower()
+                link.send({"op": "log", "level": level, "msg": msg, "logger": record.name})
         except Exception:  # a log call never fails the plugin
             pass
 
@@ -24,6 +31,16 @@ if not logger.handlers:
     logger.addHandler(_ToNekro())
     logger.setLevel(logging.DEBUG)
     logger.propagate = False
+
+
+def _success(msg, *args, **kwargs) -> None:
+    """loguru's logger.success: a successful step, logged as info."""
+    if logger.isEnabledFor(SUCCESS):
+        kwargs.setdefault("stacklevel", 2)
+        logger._log(SUCCESS, msg, args, **kwargs)
+
+
+logger.success = _success
 
 
 class _Config:
