@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/nekro-go/nekro/internal/pluginbridge"
@@ -16,6 +17,10 @@ func init() {
 	}
 	pluginbridge.Bind = func(p any, services any) { p.(*Plugin).bind(services.(hostServices)) }
 	pluginbridge.Hooks = func(p any) (any, any, any) { return p.(*Plugin).hooks() }
+	pluginbridge.StateHooks = func(p any) (any, any) {
+		pl := p.(*Plugin)
+		return slices.Clone(pl.onEnabled), slices.Clone(pl.onDisabled)
+	}
 	pluginbridge.Call = func(m any, ctx any, args map[string]json.RawMessage) (json.RawMessage, error) {
 		return m.(*mountedMethod).call(ctx.(*Ctx), args)
 	}

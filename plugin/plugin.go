@@ -75,6 +75,8 @@ type Plugin struct {
 	onInit         []func(ctx context.Context) error
 	onCleanup      []func(ctx context.Context) error
 	onChannelReset []func(ctx context.Context, chatKey string) error
+	onEnabled      []func(ctx context.Context) error
+	onDisabled     []func(ctx context.Context) error
 
 	mu     sync.RWMutex
 	host   hostServices // set by the runtime before init hooks run
@@ -115,6 +117,17 @@ func (p *Plugin) OnCleanup(f func(ctx context.Context) error) { p.onCleanup = ap
 // OnChannelReset adds a hook run when the chat chatKey is reset.
 func (p *Plugin) OnChannelReset(f func(ctx context.Context, chatKey string) error) {
 	p.onChannelReset = append(p.onChannelReset, f)
+}
+
+// OnEnabled adds a hook run when the operator enables the plugin while
+// nekro runs (after its init hooks, if they had not run yet).
+func (p *Plugin) OnEnabled(f func(ctx context.Context) error) { p.onEnabled = append(p.onEnabled, f) }
+
+// OnDisabled adds a hook run when the operator disables the plugin while
+// nekro runs: its methods are already out of prompts and calls. Cleanup
+// hooks still run at shutdown.
+func (p *Plugin) OnDisabled(f func(ctx context.Context) error) {
+	p.onDisabled = append(p.onDisabled, f)
 }
 
 func (p *Plugin) hooks() (init, cleanup []func(ctx context.Context) error, reset []func(ctx context.Context, chatKey string) error) {

@@ -53,6 +53,6 @@ func newPluginsCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&prompt, "prompt", false, "print the method docs exactly as the AI reads them")
-	cmd.AddCommand(newPluginsConfigCmd(g))
+	cmd.AddCommand(newPluginsConfigCmd(g), newPluginsStateCmd(g, true), newPluginsStateCmd(g, false))
 	return cmd
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nekro-go/nekro/internal/app"
+	"github.com/nekro-go/nekro/internal/pluginstate"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/plugin"
 )
@@ -115,4 +116,53 @@ func findPlugin(plugins []*plugin.Plugin, key string) (*plugin.Plugin, error) {
 	}
 	sort.Strings(keys)
 	return nil, fmt.Errorf("no plugin %s (plugins: %s)", key, strings.Join(keys, ", "))
+}
+
+func newPluginsStateCmd(g *globals, on bool) *cobra.Command {
+	use, short := "disable KEY", "Turn a plugin off: its methods leave the prompt, the stubs and every call; kept across restarts"
+	if on {
+		use, short = "enable KEY", "Turn a plugin the operator disabled back on"
+	}
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long: short + `.
+The choice is kept in the database: a running nekro serve (and every nekro
+sharing the database) follows within a second. --plugins stays the
+start-time allowlist: a plugin it leaves out is not loaded at all.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg := g.config()
+			plugins, py, err := app.Plugins(cmd.Context(), cfg)
+			if py != nil {
+				defer py.Close()
+			}
+			if err != nil {
+				return err
+			}
+			p, err := findPlugin(plugins, args[0])
+			if err != nil {
+				return err
+			}
+			a, err := app.OpenStore(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			defer a.Close(cmd.Context())
+			states, err := pluginstate.Open(cmd.Context(), a.DB)
+			if err != nil {
+				return err
+			}
+			defer states.Close()
+			if err := states.Set(cmd.Context(), p.Key(), on); err != nil {
+				return err
+			}
+			state := "disabled"
+			if on {
+				state = "enabled"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "plugin %s %s\n", p.Key(), state)
+			return nil
+		},
+	}
 }

@@ -24,6 +24,8 @@ var (
 	// Hooks(*plugin.Plugin) (init, cleanup []func(context.Context) error,
 	// reset []func(context.Context, string) error).
 	Hooks func(p any) (init, cleanup, reset any)
+	// StateHooks(*plugin.Plugin) (enabled, disabled []func(context.Context) error).
+	StateHooks func(p any) (enabled, disabled any)
 	// Methods(*plugin.Plugin) lists its mounted methods, in mount order.
 	Methods func(p any) []MethodData
 	// Call(entry, *plugin.Ctx, args) calls the method of a MethodData.Entry.

@@ -124,6 +124,12 @@ func Hooks(p *plugin.Plugin) (init, cleanup []func(ctx context.Context) error, r
 	return i.([]func(context.Context) error), c.([]func(context.Context) error), r.([]func(context.Context, string) error)
 }
 
+// StateHooks returns p's OnEnabled and OnDisabled hooks.
+func StateHooks(p *plugin.Plugin) (enabled, disabled []func(ctx context.Context) error) {
+	e, d := pluginbridge.StateHooks(p)
+	return e.([]func(context.Context) error), d.([]func(context.Context) error)
+}
+
 // ConfigSchema returns the schema of p's settings, or nil when it
 // declared none.
 func ConfigSchema(p *plugin.Plugin) (*pluginconfig.Schema, error) {

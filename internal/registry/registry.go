@@ -27,7 +27,9 @@ type Registry struct {
 	mu       sync.RWMutex
 	plugins  []*plugin.Plugin
 	methods  map[string]*pluginhost.MethodInfo
-	disabled map[string]string // plugin key -> reason
+	disabled map[string]string // plugin key -> reason (its init failed)
+	off      map[string]bool   // turned off by the operator
+	inited   map[string]bool   // init hooks ran and succeeded
 }
 
 // New builds a registry of the given plugins. Two enabled plugins that
@@ -36,7 +38,8 @@ func New(plugins []*plugin.Plugin, log *slog.Logger) (*Registry, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	r := &Registry{log: log, methods: map[string]*pluginhost.MethodInfo{}, disabled: map[string]string{}}
+	r := &Registry{log: log, methods: map[string]*pluginhost.MethodInfo{}, disabled: map[string]string{},
+		off: map[string]bool{}, inited: map[string]bool{}}
 	sorted := append([]*plugin.Plugin(nil), plugins...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Key() < sorted[j].Key() })
 	var errs []error
@@ -69,7 +72,7 @@ func (r *Registry) Plugins() []*plugin.Plugin {
 	defer r.mu.RUnlock()
 	out := make([]*plugin.Plugin, 0, len(r.plugins))
 	for _, p := range r.plugins {
-		if _, off := r.disabled[p.Key()]; !off {
+		if _, failed := r.disabled[p.Key()]; !failed && !r.off[p.Key()] {
 			out = append(out, p)
 		}
 	}
@@ -92,10 +95,14 @@ func (r *Registry) Plugin(key string) (*plugin.Plugin, error) {
 		}
 	}
 	r.mu.RLock()
-	reason, off := r.disabled[key]
+	reason, failed := r.disabled[key]
+	off := r.off[key]
 	r.mu.RUnlock()
-	if off {
+	if failed {
 		return nil, fmt.Errorf("plugin %s is disabled: %s", key, reason)
+	}
+	if off {
+		return nil, fmt.Errorf("plugin %s is disabled by the operator (nekro plugins enable %s)", key, key)
 	}
 	return nil, fmt.Errorf("unknown plugin %s (not compiled in? import it in plugins/all)", key)
 }
@@ -118,8 +125,11 @@ func (r *Registry) Method(name string) (*pluginhost.MethodInfo, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown method %q", name)
 	}
-	if reason, off := r.disabled[m.Plugin().Key()]; off {
+	if reason, failed := r.disabled[m.Plugin().Key()]; failed {
 		return nil, fmt.Errorf("method %q belongs to disabled plugin %s (%s)", name, m.Plugin().Key(), reason)
+	}
+	if r.off[m.Plugin().Key()] {
+		return nil, fmt.Errorf("method %q belongs to plugin %s, which the operator disabled", name, m.Plugin().Key())
 	}
 	return m, nil
 }
@@ -135,35 +145,141 @@ func (r *Registry) Disable(key, reason string) {
 func (r *Registry) Disabled() map[string]string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make(map[string]string, len(r.disabled))
+	out := make(map[string]string, len(r.disabled)+len(r.off))
+	for k := range r.off {
+		out[k] = "disabled by the operator"
+	}
 	for k, v := range r.disabled {
 		out[k] = v
 	}
 	return out
 }
 
-// Init runs every plugin's init hooks. A plugin whose init fails (or
-// panics) has its cleanup run and is disabled, with the reason logged; the
-// others keep working.
-func (r *Registry) Init(ctx context.Context) {
-	for _, p := range r.Plugins() {
-		inits, _, _ := pluginhost.Hooks(p)
-		for _, f := range inits {
-			if err := safeHook(func() error { return f(ctx) }); err != nil {
-				reason := fmt.Sprintf("init failed: %v", err)
-				r.log.Error("plugin disabled", "plugin", p.Key(), "reason", reason)
-				r.cleanupOne(context.WithoutCancel(ctx), p)
-				r.Disable(p.Key(), reason)
-				break
-			}
+// TurnOff marks the plugins the operator turned off, before Init: their
+// init hooks wait until they are enabled. Unknown keys are ignored.
+func (r *Registry) TurnOff(keys map[string]bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range keys {
+		r.off[k] = true
+	}
+}
+
+// Off reports which plugins the operator turned off.
+func (r *Registry) Off() map[string]bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make(map[string]bool, len(r.off))
+	for k := range r.off {
+		out[k] = true
+	}
+	return out
+}
+
+// find returns the registry's plugin with key, or nil; r.mu is held.
+func (r *Registry) find(key string) *plugin.Plugin {
+	for _, p := range r.plugins {
+		if p.Key() == key {
+			return p
+		}
+	}
+	return nil
+}
+
+// SetEnabled turns the plugin with key on or off while the runtime runs.
+// Turning it on runs its init hooks first if they never ran (a failure
+// keeps it off, disabled with the reason, and is returned), then its
+// OnEnabled hooks; turning it off hides its methods from prompts, stubs
+// and calls at once, then runs its OnDisabled hooks. It reports whether
+// the state changed.
+func (r *Registry) SetEnabled(ctx context.Context, key string, on bool) (bool, error) {
+	r.mu.Lock()
+	p := r.find(key)
+	if p == nil {
+		r.mu.Unlock()
+		return false, fmt.Errorf("no plugin %s in this runtime (see --plugins)", key)
+	}
+	_, failed := r.disabled[key]
+	if (on && !r.off[key] && !failed) || (!on && r.off[key]) { // already in that state
+		r.mu.Unlock()
+		return false, nil
+	}
+	if !on {
+		r.off[key] = true
+		r.mu.Unlock()
+		r.stateHooks(ctx, p, false)
+		return true, nil
+	}
+	needInit := !r.inited[key] || failed
+	r.mu.Unlock()
+	if needInit {
+		r.mu.Lock()
+		delete(r.disabled, key) // a failed init is tried again
+		r.mu.Unlock()
+		if err := r.initOne(ctx, p); err != nil {
+			return false, err
+		}
+	}
+	r.mu.Lock()
+	delete(r.off, key)
+	r.mu.Unlock()
+	r.stateHooks(ctx, p, true)
+	return true, nil
+}
+
+// stateHooks runs p's OnEnabled or OnDisabled hooks, logging failures.
+func (r *Registry) stateHooks(ctx context.Context, p *plugin.Plugin, on bool) {
+	enabled, disabled := pluginhost.StateHooks(p)
+	hooks, what := disabled, "on-disabled"
+	if on {
+		hooks, what = enabled, "on-enabled"
+	}
+	for _, f := range hooks {
+		if err := safeHook(func() error { return f(ctx) }); err != nil {
+			r.log.Error("plugin "+what+" hook failed", "plugin", p.Key(), "err", err)
 		}
 	}
 }
 
-// Cleanup runs every plugin's cleanup hooks, logging failures.
-func (r *Registry) Cleanup(ctx context.Context) {
+// Init runs every plugin's init hooks. A plugin whose init fails (or
+// panics) has its cleanup run and is disabled, with the reason logged; the
+// others keep working.
+//
+// Plugins the operator turned off wait: their init runs when they are
+// enabled.
+func (r *Registry) Init(ctx context.Context) {
 	for _, p := range r.Plugins() {
-		r.cleanupOne(ctx, p)
+		r.initOne(ctx, p)
+	}
+}
+
+func (r *Registry) initOne(ctx context.Context, p *plugin.Plugin) error {
+	inits, _, _ := pluginhost.Hooks(p)
+	for _, f := range inits {
+		if err := safeHook(func() error { return f(ctx) }); err != nil {
+			reason := fmt.Sprintf("init failed: %v", err)
+			r.log.Error("plugin disabled", "plugin", p.Key(), "reason", reason)
+			r.cleanupOne(context.WithoutCancel(ctx), p)
+			r.Disable(p.Key(), reason)
+			return fmt.Errorf("plugin %s: %s", p.Key(), reason)
+		}
+	}
+	r.mu.Lock()
+	r.inited[p.Key()] = true
+	r.mu.Unlock()
+	return nil
+}
+
+// Cleanup runs the cleanup hooks of every plugin whose init ran (enabled
+// or turned off since), logging failures.
+func (r *Registry) Cleanup(ctx context.Context) {
+	for _, p := range r.All() {
+		r.mu.RLock()
+		ran := r.inited[p.Key()]
+		r.mu.RUnlock()
+		if ran {
+			r.cleanupOne(ctx, p)
+		}
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/nekro-go/nekro/internal/kv"
 	"github.com/nekro-go/nekro/internal/pluginconfig"
 	"github.com/nekro-go/nekro/internal/pluginhost"
+	"github.com/nekro-go/nekro/internal/pluginstate"
 	"github.com/nekro-go/nekro/internal/registry"
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/internal/sandbox/bwrap"
@@ -116,6 +117,9 @@ type Runtime struct {
 	closeOnce sync.Once
 	stubs     sync.Map                      // method set -> api_caller.py (apiCaller)
 	configs   map[string]*pluginconfig.File // by plugin key; set before init hooks, read-only after
+	states    *pluginstate.Store            // which plugins the operator turned off
+	stateMu   sync.Mutex                    // serialises applying state changes
+	stopWatch context.CancelFunc
 }
 
 // Open prepares the data directory, checks the plugins and runs their init
@@ -230,8 +234,99 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		}
 		pluginhost.Bind(p, hostServices{rt: rt, p: p})
 	}
+	if rt.states, err = pluginstate.Open(ctx, cfg.DB); err != nil {
+		return nil, err
+	}
+	off, err := rt.states.Disabled(ctx)
+	if err != nil {
+		return nil, err
+	}
+	reg.TurnOff(off)
 	reg.Init(ctx)
+	watch, stop := context.WithCancel(context.WithoutCancel(ctx))
+	rt.stopWatch = stop
+	rt.bg.Add(1)
+	go rt.watchPluginState(watch)
 	return rt, nil
+}
+
+// pluginStatePoll is how often a runtime looks for plugins enabled or
+// disabled by another process (nekro plugins enable|disable, a replica).
+const pluginStatePoll = time.Second
+
+// watchPluginState applies the operator's enable/disable choices made
+// elsewhere until ctx ends.
+func (rt *Runtime) watchPluginState(ctx context.Context) {
+	defer rt.bg.Done()
+	t := time.NewTicker(pluginStatePoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		off, err := rt.states.Disabled(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				rt.log.Warn("cannot read which plugins are enabled", "err", err)
+			}
+			continue
+		}
+		rt.applyPluginState(ctx, off)
+	}
+}
+
+// applyPluginState brings the registry to the operator's choices.
+func (rt *Runtime) applyPluginState(ctx context.Context, off map[string]bool) {
+	rt.stateMu.Lock()
+	defer rt.stateMu.Unlock()
+	changed := false
+	was := rt.registry.Off()
+	for _, p := range rt.registry.All() {
+		key := p.Key()
+		if off[key] == was[key] {
+			continue
+		}
+		ok, err := rt.registry.SetEnabled(ctx, key, !off[key])
+		if err != nil {
+			rt.log.Error("plugin could not be enabled", "plugin", key, "err", err)
+		}
+		if ok {
+			rt.log.Info("plugin state changed", "plugin", key, "enabled", !off[key])
+			changed = true
+		}
+	}
+	if changed && rt.spares != nil {
+		rt.spares.dropAll() // their stubs list the old method set
+	}
+}
+
+// SetPluginEnabled turns a plugin on or off, for this runtime at once
+// and, through the database, for every nekro process sharing it (they
+// follow within a second) and across restarts.
+func (rt *Runtime) SetPluginEnabled(ctx context.Context, key string, on bool) error {
+	found := false
+	for _, p := range rt.registry.All() {
+		found = found || p.Key() == key
+	}
+	if !found {
+		return fmt.Errorf("no plugin %s in this runtime (see --plugins)", key)
+	}
+	if err := rt.states.Set(ctx, key, on); err != nil {
+		return err
+	}
+	off, err := rt.states.Disabled(ctx)
+	if err != nil {
+		return err
+	}
+	rt.applyPluginState(ctx, off)
+	if on {
+		if _, err := rt.registry.Plugin(key); err != nil {
+			return err // its init failed
+		}
+	}
+	return nil
 }
 
 // Close ends the warm sandboxes and runs the plugins' cleanup hooks. The
@@ -242,13 +337,16 @@ func (rt *Runtime) Close(ctx context.Context) error {
 }
 
 func (rt *Runtime) close(ctx context.Context) {
+	if rt.stopWatch != nil {
+		rt.stopWatch()
+	}
 	if rt.janitor != nil {
 		rt.janitor.close()
 	}
 	if rt.spares != nil {
 		rt.spares.close()
-		rt.bg.Wait()
 	}
+	rt.bg.Wait()
 	rt.registry.Cleanup(ctx)
 	if c, ok := rt.runner.(sandbox.Closer); ok {
 		c.Close()
@@ -256,6 +354,9 @@ func (rt *Runtime) close(ctx context.Context) {
 	rt.provision.close()
 	if rt.uids != nil {
 		rt.uids.Close()
+	}
+	if rt.states != nil {
+		rt.states.Close()
 	}
 	if rt.runsDir != "" {
 		os.Remove(filepath.Join(rt.runsDir, "seccomp.json"))

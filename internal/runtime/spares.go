@@ -161,6 +161,17 @@ func (s *spares) dropChat(chatKey string) {
 func (s *spares) close() {
 	s.mu.Lock()
 	s.closed = true
+	s.mu.Unlock()
+	s.dropAll()
+}
+
+// dropAll discards every spare, also those still starting (their stubs
+// list the methods of a set of plugins that changed).
+func (s *spares) dropAll() {
+	s.mu.Lock()
+	for k := range s.starting {
+		s.starting[k] = false
+	}
 	var drop []*preparedRun
 	for k, sp := range s.byKey {
 		sp.timer.Stop()

@@ -38,6 +38,8 @@ const (
 //	GET  /api/plugins                every plugin: enabled, methods (Python signatures, docs), settings
 //	GET  /api/plugins/{key}/config   a plugin's settings (secrets masked) and their JSON Schema
 //	PUT  /api/plugins/{key}/config   {"FIELD": value, ...} -> checked, kept; 400 names a bad field
+//	POST /api/plugins/{key}/enable   turns a plugin on (kept in the database; other processes follow)
+//	POST /api/plugins/{key}/disable  turns it off: its methods leave prompts, stubs and calls at once
 //
 // Every /api/ call needs "Authorization: Bearer <token>". The browser UI
 // (/ and /ui/) holds no data and needs none: it asks for the token.
@@ -57,6 +59,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/plugins", s.plugins)
 	mux.HandleFunc("GET /api/plugins/{key}/config", s.getPluginConfig)
 	mux.HandleFunc("PUT /api/plugins/{key}/config", s.putPluginConfig)
+	mux.HandleFunc("POST /api/plugins/{key}/enable", s.setPluginEnabled(true))
+	mux.HandleFunc("POST /api/plugins/{key}/disable", s.setPluginEnabled(false))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 	})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/nekro-go/nekro/internal/pluginconfig"
 	"github.com/nekro-go/nekro/internal/pluginhost"
@@ -160,4 +161,22 @@ func numbers(v any) any {
 		}
 	}
 	return v
+}
+
+// setPluginEnabled answers POST /api/plugins/{key}/enable and /disable.
+func (s *Server) setPluginEnabled(on bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key := r.PathValue("key")
+		if err := s.rt.SetPluginEnabled(r.Context(), key, on); err != nil {
+			status := http.StatusInternalServerError
+			if strings.HasPrefix(err.Error(), "no plugin ") {
+				status = http.StatusNotFound
+			} else if on {
+				status = http.StatusConflict // its init failed
+			}
+			writeError(w, status, "%v", err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"key": key, "enabled": on})
+	}
 }

@@ -1,14 +1,17 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nekro-go/nekro/internal/llm/llmtest"
 	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/server"
 	"github.com/nekro-go/nekro/internal/testutil"
@@ -165,6 +168,9 @@ func TestPluginSettingsChangeWhileServing(t *testing.T) {
 	waitFor(t, both, "ahoy true\nkey-set 30 imperial Oslo,Lima")
 }
 
+// pyPlugins holds the Python test plugins (pynotes, pyweather).
+var pyPlugins = filepath.Join("..", "pyplugin", "testdata", "plugins")
+
 // waitFor calls f until it returns want (a change made outside the server
 // is seen within about a second).
 func waitFor(t *testing.T, f func() string, want string) {
@@ -179,5 +185,165 @@ func waitFor(t *testing.T, f func() string, want string) {
 			t.Fatalf("got %q, want %q", got, want)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// A Go plugin that counts its lifecycle hooks.
+var (
+	switchHooks = map[string]*atomic.Int32{"init": {}, "enabled": {}, "disabled": {}, "cleanup": {}}
+	switchable  = func() *plugin.Plugin {
+		p := plugin.New(plugin.Meta{Name: "Switchable", ModuleName: "switchable", Author: "tester", Version: "1.0.0"})
+		for name, f := range map[string]func(func(context.Context) error){"init": p.OnInit, "enabled": p.OnEnabled,
+			"disabled": p.OnDisabled, "cleanup": p.OnCleanup} {
+			n := switchHooks[name]
+			f(func(context.Context) error { n.Add(1); return nil })
+		}
+		plugin.MountSandboxMethod(p, plugin.Method{Type: plugin.Tool, Name: "switch_ping", Description: "Ping.", Doc: "Answer pong."},
+			func(ctx *plugin.Ctx, _ struct{}) (string, error) { return "pong", nil })
+		return p
+	}()
+)
+
+func hookCounts() string {
+	return fmt.Sprintf("init=%d enabled=%d disabled=%d cleanup=%d", switchHooks["init"].Load(), switchHooks["enabled"].Load(),
+		switchHooks["disabled"].Load(), switchHooks["cleanup"].Load())
+}
+
+// The operator turns a plugin off and on while nekro serve runs, through
+// the API and through `nekro plugins disable|enable` next to it: off, its
+// method leaves the prompt and the stubs, a hand-made call to it is
+// refused; the choice survives a restart; hooks fire once per change.
+func TestPluginsTurnOffAndOnWhileServing(t *testing.T) {
+	for _, n := range switchHooks {
+		n.Store(0)
+	}
+	model := func(r llmtest.Request) llmtest.Reply { return llmtest.Code(`print("ok")`) }
+	tweak := func(o *server.Options) {
+		o.App.Runtime.Plugins = append(pluginhost.Registered(), switchable)
+		o.App.PluginDirs = []string{pyPlugins}
+	}
+	e := startEnv(t, model, tweak)
+	// What sandbox code sees: the stub, and a call made by hand past it.
+	probe := func() string {
+		t.Helper()
+		var res struct{ Output string }
+		code := `
+try:
+    print(switch_ping())
+except NameError:
+    print("no stub")
+import api_caller
+try:
+    print(api_caller._conn.call("switch_ping", "tool", {}))
+except Exception as e:
+    print(type(e).__name__, e)
+`
+		if st := e.call("POST", "/api/chats/c1/exec", map[string]string{"code": code}, &res); st != http.StatusOK {
+			t.Fatalf("exec: %d", st)
+		}
+		return strings.TrimSpace(res.Output)
+	}
+	prompted := func() bool {
+		t.Helper()
+		n := len(e.turns("c2"))
+		e.post("c2", "u1", "Ann", fmt.Sprint("hi ", time.Now().UnixNano()))
+		e.waitTurns("c2", n+1)
+		reqs := e.model.RequestsFor("c2")
+		return reqs[len(reqs)-1].Contains("* switch_ping(")
+	}
+	if got := probe(); got != "pong\npong" || !prompted() {
+		t.Fatalf("enabled: %q", got)
+	}
+	if got := hookCounts(); got != "init=1 enabled=0 disabled=0 cleanup=0" {
+		t.Errorf("at start: %s", got)
+	}
+
+	if st := e.call("POST", "/api/plugins/tester.switchable/disable", nil, nil); st != http.StatusOK {
+		t.Fatalf("disable: %d", st)
+	}
+	const refused = "NekroError switch_ping(): method \"switch_ping\" belongs to plugin tester.switchable, which the operator disabled (not provided by any enabled plugin)"
+	if got := probe(); got != "no stub\n"+refused {
+		t.Errorf("disabled: %q", got)
+	}
+	if prompted() {
+		t.Error("a disabled plugin's method is still in the prompt")
+	}
+	if st := e.call("POST", "/api/plugins/tester.switchable/disable", nil, nil); st != http.StatusOK {
+		t.Fatalf("disable twice: %d", st)
+	}
+	if st := e.call("POST", "/api/plugins/tester.nothing/enable", nil, nil); st != http.StatusNotFound {
+		t.Errorf("enable of an unknown plugin: %d", st)
+	}
+	var list struct {
+		Plugins []struct {
+			Key      string
+			Enabled  bool
+			Disabled string `json:"disabled_reason"`
+		}
+	}
+	e.call("GET", "/api/plugins", nil, &list)
+	for _, p := range list.Plugins {
+		if p.Key == "tester.switchable" && (p.Enabled || p.Disabled != "disabled by the operator") {
+			t.Errorf("listed as %+v", p)
+		}
+	}
+
+	if st := e.call("POST", "/api/plugins/tester.switchable/enable", nil, nil); st != http.StatusOK {
+		t.Fatalf("enable: %d", st)
+	}
+	if got := probe(); got != "pong\npong" {
+		t.Errorf("enabled again: %q", got)
+	}
+	if got := hookCounts(); got != "init=1 enabled=1 disabled=1 cleanup=0" {
+		t.Errorf("after off and on: %s", got)
+	}
+
+	// The command line, next to the server (with the same plugins: the
+	// Python ones): the server follows within a second.
+	weather := func() string {
+		t.Helper()
+		var res struct{ Output string }
+		e.call("POST", "/api/chats/c1/exec", map[string]string{"code": "try:\n    print(weather_settings())\nexcept NameError:\n    print('no stub')"}, &res)
+		return strings.TrimSpace(res.Output)
+	}
+	cli := func(args ...string) testutil.Result {
+		return testutil.RunNekro(t, nil, append([]string{"--data", e.dataDir, "--plugin-dir", pyPlugins}, args...)...)
+	}
+	if r := cli("plugins", "disable", "tester.pyweather"); r.Code != 0 || !strings.Contains(r.Stdout, "plugin tester.pyweather disabled") {
+		t.Fatalf("plugins disable: %+v", r)
+	}
+	waitFor(t, weather, "no stub")
+	if r := cli("plugins", "enable", "tester.pyweather"); r.Code != 0 {
+		t.Fatalf("plugins enable: %+v", r)
+	}
+	waitFor(t, weather, "no-key 10 metric Paris")
+	if r := cli("plugins", "disable", "tester.nothing"); r.Code == 0 || !strings.Contains(r.Stderr, "no plugin tester.nothing") {
+		t.Errorf("disable of an unknown plugin: %+v", r)
+	}
+	if st := e.call("POST", "/api/plugins/tester.switchable/disable", nil, nil); st != http.StatusOK {
+		t.Fatalf("disable: %d", st)
+	}
+
+	// A restart keeps it off; its init waits until it is enabled.
+	e.stop()
+	if got := hookCounts(); got != "init=1 enabled=1 disabled=2 cleanup=1" { // turned off, its cleanup still runs at shutdown
+		t.Errorf("after shutdown: %s", got)
+	}
+	for _, n := range switchHooks {
+		n.Store(0)
+	}
+	e.start()
+	if got := probe(); got != "no stub\n"+refused {
+		t.Errorf("after a restart: %q", got)
+	}
+	if got := hookCounts(); got != "init=0 enabled=0 disabled=0 cleanup=0" {
+		t.Errorf("after a restart: %s", got)
+	}
+	e.call("POST", "/api/plugins/tester.switchable/enable", nil, nil)
+	if got := probe(); got != "pong\npong" {
+		t.Errorf("enabled again: %q", got)
+	}
+	if got := hookCounts(); got != "init=1 enabled=1 disabled=0 cleanup=0" {
+		t.Errorf("enabled again: %s", got)
 	}
 }
