@@ -183,7 +183,7 @@ func Plugins(ctx context.Context, cfg Config) ([]*plugin.Plugin, *pyplugin.Set, 
 // enabled plugins. On error the set, when not nil, must still be closed.
 func loadPlugins(ctx context.Context, cfg Config) ([]*plugin.Plugin, *pyplugin.Set, error) {
 	py, err := pyplugin.Load(ctx, pyplugin.Options{Dirs: cfg.PluginDirs, Python: cfg.PluginPython, Index: cfg.PythonIndex,
-		CacheDir: filepath.Join(cfg.DataDir, "python"), Log: cfg.Log})
+		CacheDir: filepath.Join(cfg.DataDir, "python"), PluginsDir: filepath.Join(cfg.DataDir, "plugins"), Log: cfg.Log})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -88,6 +88,7 @@ type callError struct {
 type host struct {
 	path, python, pkgDir string
 	index, envDir        string // dynamic_import_pkg: where from, and where to
+	pluginsDir           string // data/plugins, for get_plugin_data_dir at import time
 	startTimeout         time.Duration
 	log                  *slog.Logger
 	plugin               *plugin.Plugin
@@ -160,7 +161,7 @@ func (h *host) start(ctx context.Context) (*process, *hello, error) {
 		conn.Close()
 		return nil, nil, fmt.Errorf("plugin packages: %w", err)
 	}
-	cmd := exec.Command(h.python, "-u", "-B", "-m", "nekro_agent._host", h.path, "3", h.envDir, h.index)
+	cmd := exec.Command(h.python, "-u", "-B", "-m", "nekro_agent._host", h.path, "3", h.envDir, h.index, h.pluginsDir)
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.Env = pluginEnv(h.pkgDir)
 	cmd.Dir = filepath.Dir(h.path)

@@ -50,6 +50,10 @@ type Options struct {
 	// CacheDir receives the nekro_agent package the processes import
 	// (a directory per package version); usually data/python.
 	CacheDir string
+	// PluginsDir is where plugins' data directories are, data/plugins:
+	// a plugin may ask for its own (get_plugin_data_dir) while it is
+	// imported, before nekro knows its key.
+	PluginsDir string
 	// Index is where dynamic_import_pkg installs missing packages from: an
 	// http(s) URL of a package index, or a directory of wheels
 	// (--python-index). Empty: missing packages are an error naming the
@@ -99,6 +103,11 @@ func Load(ctx context.Context, opts Options) (*Set, error) {
 		return nil, fmt.Errorf("python plugins: %w", err)
 	}
 	opts.CacheDir = cacheDir
+	if opts.PluginsDir != "" {
+		if opts.PluginsDir, err = filepath.Abs(opts.PluginsDir); err != nil {
+			return nil, fmt.Errorf("python plugins: %w", err)
+		}
+	}
 	set := &Set{Failed: map[string]error{}, Paths: map[string]string{}}
 	paths, err := find(opts.Dirs)
 	if err != nil || len(paths) == 0 {
@@ -113,7 +122,7 @@ func Load(ctx context.Context, opts Options) (*Set, error) {
 	for _, path := range paths {
 		wg.Go(func() {
 			h := &host{path: path, python: opts.Python, pkgDir: pkgDir, startTimeout: opts.StartTimeout,
-				index: opts.Index, envDir: envDir(opts.CacheDir, path),
+				index: opts.Index, envDir: envDir(opts.CacheDir, path), pluginsDir: opts.PluginsDir,
 				log: opts.Log.With("python_plugin", filepath.Base(path))}
 			p, err := h.load(ctx)
 			mu.Lock()

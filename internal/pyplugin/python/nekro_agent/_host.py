@@ -262,6 +262,7 @@ def main() -> None:
     from nekro_agent.api import plugin as _plugin_api
 
     _plugin_api._packages.configure(env_dir, sys.argv[4] if len(sys.argv) > 4 else "")
+    _plugin_api._plugins_root = sys.argv[5] if len(sys.argv) > 5 else ""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fd)
     link = _link.Link(sock)
     _link.link = link

@@ -139,7 +139,16 @@ class NekroPlugin:
     def get_plugin_data_dir(self) -> Path:
         """The plugin's own directory, data/plugins/<author>.<module>/."""
         if self._data_dir is None:
-            raise RuntimeError("the plugin's data directory is known once nekro has loaded the plugin")
+            # Asked while the plugin is imported (a module-level
+            # `plugin_dir = plugin.get_plugin_path()`, as the documents
+            # write it): data/plugins/<key>/, created as the reference
+            # does. Files written now are moved into the directory's
+            # volume when nekro mounts it.
+            if not _plugins_root:
+                raise RuntimeError("the plugin's data directory is known once nekro has loaded the plugin")
+            d = Path(_plugins_root) / self.key
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+            return d
         return Path(self._data_dir)
 
     get_plugin_path = get_plugin_data_dir
@@ -168,6 +177,10 @@ class NekroPlugin:
         values = _config.describe_values(cfg)
         answer = await _link.get().request("config.set", values=values)
         self._config_holder.update(answer["values"], answer["version"])
+
+
+# data/plugins, given by nekro when it starts the plugin's process.
+_plugins_root = ""
 
 
 class _Packages:
