@@ -347,3 +347,29 @@ except Exception as e:
 		t.Errorf("enabled again: %s", got)
 	}
 }
+
+// The API's reset runs a Python plugin's mount_on_channel_reset hook for
+// that chat only.
+func TestPythonPluginResetHookThroughTheAPI(t *testing.T) {
+	e := startEnv(t, nil, func(o *server.Options) { o.App.PluginDirs = []string{pyPlugins} })
+	run := func(chat, code string) string {
+		t.Helper()
+		var res struct{ Output string }
+		if st := e.call("POST", "/api/chats/"+chat+"/exec", map[string]string{"code": code, "user_id": "u1"}, &res); st != http.StatusOK {
+			t.Fatalf("exec: %d", st)
+		}
+		return strings.TrimSpace(res.Output)
+	}
+	for _, c := range []string{"c1", "c2"} {
+		run(c, `save_note("milk in `+c+`")`)
+	}
+	if st := e.call("POST", "/api/chats/c1/reset", nil, nil); st != http.StatusOK {
+		t.Fatalf("reset: %d", st)
+	}
+	if got := run("c1", "print(read_note())"); got != "None" {
+		t.Errorf("c1's note after its reset: %s", got)
+	}
+	if got := run("c2", "print(read_note()['text'])"); got != "milk in c2" {
+		t.Errorf("c2's note after c1's reset: %s", got)
+	}
+}
