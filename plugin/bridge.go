@@ -17,6 +17,10 @@ func init() {
 	}
 	pluginbridge.Bind = func(p any, services any) { p.(*Plugin).bind(services.(hostServices)) }
 	pluginbridge.Hooks = func(p any) (any, any, any) { return p.(*Plugin).hooks() }
+	pluginbridge.TurnHooks = func(p any) (any, any) {
+		pl := p.(*Plugin)
+		return slices.Clone(pl.onPrompt), pl.collect
+	}
 	pluginbridge.StateHooks = func(p any) (any, any) {
 		pl := p.(*Plugin)
 		return slices.Clone(pl.onEnabled), slices.Clone(pl.onDisabled)

@@ -77,6 +77,8 @@ type Plugin struct {
 	onChannelReset []func(ctx context.Context, chatKey string) error
 	onEnabled      []func(ctx context.Context) error
 	onDisabled     []func(ctx context.Context) error
+	onPrompt       []func(ctx *Ctx) (string, error)
+	collect        func(ctx *Ctx) []string
 
 	mu     sync.RWMutex
 	host   hostServices // set by the runtime before init hooks run
@@ -129,6 +131,22 @@ func (p *Plugin) OnEnabled(f func(ctx context.Context) error) { p.onEnabled = ap
 func (p *Plugin) OnDisabled(f func(ctx context.Context) error) {
 	p.onDisabled = append(p.onDisabled, f)
 }
+
+// OnPromptInject adds live state to the prompt of every turn while the
+// plugin is enabled: f's text goes into the chat's history header in a
+// block of the plugin's own (<plugin_runtime_context>), so the system
+// prompt stays cacheable. ctx carries the turn's chat and user (no
+// sandbox: FS and sending are unavailable). f must answer within 2 s
+// and is cut at 4 KiB; a slow or failing f is left out of that turn,
+// with a note in the log, and never holds the turn up.
+func (p *Plugin) OnPromptInject(f func(ctx *Ctx) (string, error)) { p.onPrompt = append(p.onPrompt, f) }
+
+// OnCollectMethods chooses, per chat, which of the plugin's methods the
+// AI sees and can call: f returns their Python names (unknown names are
+// ignored); the others are left out of the turn's prompt and stubs, and
+// calls to them are refused. ctx is as for OnPromptInject. A plugin has
+// one filter; a second call replaces the first.
+func (p *Plugin) OnCollectMethods(f func(ctx *Ctx) []string) { p.collect = f }
 
 func (p *Plugin) hooks() (init, cleanup []func(ctx context.Context) error, reset []func(ctx context.Context, chatKey string) error) {
 	return slices.Clone(p.onInit), slices.Clone(p.onCleanup), slices.Clone(p.onChannelReset)

@@ -178,6 +178,22 @@ func (a *Agent) Post(ctx context.Context, in Incoming) (chat.Message, error) {
 // playground, `nekro exec`): what plugins send lands in the chat, BEHAVIOR
 // results are recorded as system messages, and the run is recorded, as in
 // a turn. Zero fields of limits keep the agent's.
+// Prompt returns the first request a turn in chatKey would send the model
+// now, for userID (may be empty): the system prompt with the chat's
+// methods, the plugins' injected context and the history, the chat's
+// unanswered messages as those to answer.
+func (a *Agent) Prompt(ctx context.Context, chatKey, userID string) ([]llm.ChatMessage, error) {
+	history, err := a.chats.History(ctx, chatKey, a.cfg.MaxHistory)
+	if err != nil {
+		return nil, err
+	}
+	var answering []chat.Message
+	for i := len(history) - 1; i >= 0 && history[i].Role == chat.User; i-- {
+		answering = append([]chat.Message{history[i]}, answering...)
+	}
+	return TurnPrompt(a.rt.ChatView(ctx, chatKey, userID), chatKey, history, answering), nil
+}
+
 func (a *Agent) Exec(ctx context.Context, chatKey, userID, code string, limits sandbox.Limits) (*runtime.ExecResult, error) {
 	if limits == (sandbox.Limits{}) {
 		limits = a.cfg.Limits
@@ -185,7 +201,7 @@ func (a *Agent) Exec(ctx context.Context, chatKey, userID, code string, limits s
 	snd := a.chats.Sender(chatKey, 0)
 	res, err := a.rt.Exec(ctx, runtime.ExecRequest{
 		ChatKey: chatKey, UserID: userID, Code: code, Limits: limits,
-		Chat: snd,
+		Chat: snd, Methods: a.rt.ChatView(ctx, chatKey, userID).Methods, // what a turn in this chat could call
 		OnResult: func(m *pluginhost.MethodInfo, result json.RawMessage) {
 			if m.Type == plugin.Behavior {
 				a.recordResult(ctx, snd, m, result)

@@ -6,6 +6,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/nekro-go/nekro/internal/chat"
+	"github.com/nekro-go/nekro/internal/llm"
+	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
 )
 
@@ -33,6 +35,15 @@ func SystemPrompt(methodDocs string) string {
 	b.WriteString(methodDocs)
 	b.WriteString("</plugins>\n")
 	return b.String()
+}
+
+// TurnPrompt is a turn's first request: the system prompt with the methods
+// of the chat's view, then the plugins' injected context and the history.
+func TurnPrompt(view runtime.ChatView, chatKey string, history, answering []chat.Message) []llm.ChatMessage {
+	return []llm.ChatMessage{
+		llm.TextMessage("system", SystemPrompt(view.MethodDocs)),
+		llm.TextMessage("user", view.Context+HistoryPrompt(chatKey, history, answering)),
+	}
 }
 
 // Prompt caps: what the history and the news of a request may take, so no

@@ -45,11 +45,9 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 	for _, m := range history {
 		lastSeen = max(lastSeen, m.ID)
 	}
-	msgs := []llm.ChatMessage{
-		llm.TextMessage("system", SystemPrompt(a.rt.Registry().RenderMethods())),
-		llm.TextMessage("user", HistoryPrompt(chatKey, history, claimed)),
-	}
 	userID := turnUser(claimed)
+	view := a.rt.ChatView(ctx, chatKey, userID)
+	msgs := TurnPrompt(view, chatKey, history, claimed)
 	for i := 1; i <= a.cfg.MaxIterations; i++ {
 		comp, err := a.model.Complete(ctx, msgs)
 		turn.Requests++
@@ -67,7 +65,7 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 		snd := a.chats.Sender(chatKey, turn.ID) // a new budget for every run
 		res, err := a.rt.Exec(ctx, runtime.ExecRequest{
 			ChatKey: chatKey, UserID: userID, Code: code, Limits: a.cfg.Limits,
-			Chat: snd,
+			Chat: snd, Methods: view.Methods,
 			OnResult: func(m *pluginhost.MethodInfo, result json.RawMessage) {
 				if id := a.recordResult(ctx, snd, m, result); id != 0 && m.Type.EndsRun() {
 					agentMsgIDs.Store(id, true)

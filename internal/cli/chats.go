@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -37,5 +38,43 @@ chat's key. Plugins' KV data stays unless a hook removes it.`,
 			return nil
 		},
 	})
+	var user string
+	var asJSON bool
+	prompt := &cobra.Command{
+		Use:   "prompt CHAT",
+		Short: "Print the request a turn in CHAT would send the model now",
+		Long: `Print the messages a turn in CHAT would send the model now: the system
+prompt (runtime contract and the methods this chat's code may call, after
+the plugins' method filters), then the plugins' injected context and the
+chat's history, with its unanswered user messages as those to answer.
+--user names the user the turn would run for (it changes what user-scoped
+plugins inject). Nothing is sent and nothing is stored.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			a, err := app.Open(ctx, g.config())
+			if err != nil {
+				return err
+			}
+			defer a.Close(ctx)
+			msgs, err := a.Agent.Prompt(ctx, args[0], user)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(map[string]any{"messages": msgs})
+			}
+			for _, m := range msgs {
+				fmt.Fprintf(out, "===== %s =====\n%s\n", m.Role, m.Content.String())
+			}
+			return nil
+		},
+	}
+	prompt.Flags().StringVar(&user, "user", "", "the user the turn would run for")
+	prompt.Flags().BoolVar(&asJSON, "json", false, `print {"messages": [...]} as the model API receives them`)
+	cmd.AddCommand(prompt)
 	return cmd
 }

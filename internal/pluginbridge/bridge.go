@@ -24,6 +24,9 @@ var (
 	// Hooks(*plugin.Plugin) (init, cleanup []func(context.Context) error,
 	// reset []func(context.Context, string) error).
 	Hooks func(p any) (init, cleanup, reset any)
+	// TurnHooks(*plugin.Plugin) (inject []func(*plugin.Ctx) (string, error),
+	// collect func(*plugin.Ctx) []string).
+	TurnHooks func(p any) (inject, collect any)
 	// StateHooks(*plugin.Plugin) (enabled, disabled []func(context.Context) error).
 	StateHooks func(p any) (enabled, disabled any)
 	// Methods(*plugin.Plugin) lists its mounted methods, in mount order.

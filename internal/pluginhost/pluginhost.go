@@ -124,6 +124,13 @@ func Hooks(p *plugin.Plugin) (init, cleanup []func(ctx context.Context) error, r
 	return i.([]func(context.Context) error), c.([]func(context.Context) error), r.([]func(context.Context, string) error)
 }
 
+// TurnHooks returns p's OnPromptInject hooks and its OnCollectMethods
+// filter (nil when it has none).
+func TurnHooks(p *plugin.Plugin) (inject []func(ctx *plugin.Ctx) (string, error), collect func(ctx *plugin.Ctx) []string) {
+	i, c := pluginbridge.TurnHooks(p)
+	return i.([]func(*plugin.Ctx) (string, error)), c.(func(*plugin.Ctx) []string)
+}
+
 // StateHooks returns p's OnEnabled and OnDisabled hooks.
 func StateHooks(p *plugin.Plugin) (enabled, disabled []func(ctx context.Context) error) {
 	e, d := pluginbridge.StateHooks(p)

@@ -38,6 +38,13 @@ const (
 // is taken out of service (at most a tenth of the time the call has).
 const deadlineMargin = 25 * time.Millisecond
 
+// hookFlags says which hooks a Python plugin mounted.
+type hookFlags struct {
+	Init, Cleanup, Reset bool
+	PromptInject         bool `json:"prompt_inject"`
+	CollectMethods       bool `json:"collect_methods"`
+}
+
 // hello is what a plugin process says first.
 type hello struct {
 	Error  string `json:"error"`
@@ -59,8 +66,8 @@ type hello struct {
 			DefaultPy string `json:"default_py"`
 		} `json:"params"`
 	} `json:"methods"`
-	Hooks  struct{ Init, Cleanup, Reset bool } `json:"hooks"`
-	Config json.RawMessage                     `json:"config"` // the ConfigBase class's fields (pluginconfig.Field), or null
+	Hooks  hookFlags       `json:"hooks"`
+	Config json.RawMessage `json:"config"` // the ConfigBase class's fields (pluginconfig.Field), or null
 }
 
 // message is any line either way.
@@ -92,7 +99,7 @@ type host struct {
 	startTimeout         time.Duration
 	log                  *slog.Logger
 	plugin               *plugin.Plugin
-	hooks                struct{ Init, Cleanup, Reset bool }
+	hooks                hookFlags
 
 	mu      sync.Mutex
 	proc    *process // nil while restarting
@@ -265,6 +272,23 @@ func (h *host) build(hl *hello) (err error) {
 		_, err := h.request(ctx, message{Op: "cleanup"}, "")
 		return err
 	})
+	if hl.Hooks.PromptInject {
+		p.OnPromptInject(func(ctx *plugin.Ctx) (string, error) {
+			var text string
+			err := h.turnHook(ctx, "prompt_inject", &text)
+			return text, err
+		})
+	}
+	if hl.Hooks.CollectMethods {
+		p.OnCollectMethods(func(ctx *plugin.Ctx) []string {
+			var names []string
+			if err := h.turnHook(ctx, "collect_methods", &names); err != nil {
+				h.log.Warn("collect_methods failed: all the plugin's methods are shown", "chat", ctx.ChatKey(), "err", err)
+				return methodNames(p)
+			}
+			return names
+		})
+	}
 	if hl.Hooks.Reset {
 		p.OnChannelReset(func(ctx context.Context, chatKey string) error {
 			args, _ := json.Marshal(map[string]string{"chat_key": chatKey})
@@ -273,6 +297,24 @@ func (h *host) build(hl *hello) (err error) {
 		})
 	}
 	return nil
+}
+
+// turnHook asks the process for a per-turn hook's answer about ctx's chat.
+func (h *host) turnHook(ctx *plugin.Ctx, op string, out any) error {
+	args, _ := json.Marshal(map[string]string{"chat_key": ctx.ChatKey(), "user_id": ctx.UserID()})
+	raw, err := h.request(ctx, message{Op: op, Args: args}, "")
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, out)
+}
+
+func methodNames(p *plugin.Plugin) []string {
+	var out []string
+	for _, m := range pluginhost.Methods(p) {
+		out = append(out, m.Name)
+	}
+	return out
 }
 
 var methodTypes = map[string]plugin.MethodType{
@@ -368,8 +410,10 @@ func (h *host) request(ctx context.Context, m message, token string) (json.RawMe
 	// taken out of service then, not at the deadline: the caller (the
 	// run's RPC server) answers the sandbox at the deadline, and the
 	// sandbox's next call must find a fresh process, not this one dying.
+	// A per-turn hook that is late is only left out of the turn: the
+	// process, busy perhaps with a slow service, is not restarted for it.
 	var outOfTime <-chan time.Time
-	if dl, ok := ctx.Deadline(); ok {
+	if dl, ok := ctx.Deadline(); ok && m.Op != "prompt_inject" && m.Op != "collect_methods" {
 		left := time.Until(dl)
 		t := time.NewTimer(left - min(left/10, deadlineMargin))
 		defer t.Stop()

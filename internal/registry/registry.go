@@ -323,15 +323,20 @@ func safeHook(f func() error) (err error) {
 // doc text, AGENT and MULTIMODAL_AGENT methods marked as ending the run.
 // The output depends only on the enabled set, so it can head a prompt and
 // stay cacheable.
-func (r *Registry) RenderMethods() string {
+func (r *Registry) RenderMethods() string { return RenderMethods(r.Methods()) }
+
+// RenderMethods renders the given methods (a chat's view, in plugin order)
+// as RenderMethods does.
+func RenderMethods(methods []*pluginhost.MethodInfo) string {
 	var b strings.Builder
-	for _, p := range r.Plugins() {
-		ms := pluginhost.Methods(p)
-		if len(ms) == 0 {
-			continue
+	for i := 0; i < len(methods); {
+		p := methods[i].Plugin()
+		j := i
+		for j < len(methods) && methods[j].Plugin() == p {
+			j++
 		}
 		fmt.Fprintf(&b, "<plugin name=%q module_name=%q>\n<predefined_methods>\n", p.Meta().Name, p.Meta().ModuleName)
-		for _, m := range ms {
+		for _, m := range methods[i:j] {
 			fmt.Fprintf(&b, "* %s", pysig.Signature(m))
 			if m.Type.EndsRun() {
 				b.WriteString(" - **[AGENT METHOD - STOP AFTER CALL]**")
@@ -342,6 +347,7 @@ func (r *Registry) RenderMethods() string {
 			}
 		}
 		b.WriteString("</predefined_methods>\n</plugin>\n")
+		i = j
 	}
 	return b.String()
 }

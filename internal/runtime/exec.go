@@ -33,6 +33,10 @@ type ExecRequest struct {
 	// Chat receives what plugins send to the chat (ctx.SendText and
 	// friends); nil leaves the run without one.
 	Chat plugin.ChatSender
+	// Methods are the methods the run's code may call (its stubs, and
+	// the only ones its calls reach): the chat's view (ChatView). Nil
+	// means every enabled plugin's.
+	Methods []*pluginhost.MethodInfo
 }
 
 // ExecResult is what a run produced. Its JSON form is what `nekro exec
@@ -99,9 +103,13 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 		rt.janitor.begin(ck, req.ChatKey)
 		defer rt.janitor.end(ck)
 	}
+	methods := req.Methods
+	if methods == nil {
+		methods = rt.registry.Methods()
+	}
 	var pr *preparedRun
 	if rt.spares != nil {
-		pr = rt.spares.take(spareKey(req.ChatKey, limits))
+		pr = rt.spares.take(spareKey(req.ChatKey, limits, methods))
 	}
 	warm := pr != nil
 	defer func() {
@@ -111,12 +119,12 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 	}()
 	if rt.spares != nil {
 		// The next run in this chat finds a sandbox already started.
-		defer rt.bg.Go(func() { rt.spawnSpare(req.ChatKey, limits) })
+		defer rt.bg.Go(func() { rt.spawnSpare(req.ChatKey, limits, methods) })
 	}
 	for {
 		if pr == nil {
 			var err error
-			if pr, err = rt.prepare(ctx, req.ChatKey, limits); err != nil {
+			if pr, err = rt.prepare(ctx, req.ChatKey, limits, methods); err != nil {
 				return nil, err
 			}
 		}

@@ -34,7 +34,7 @@ type preparedRun struct {
 // disk. Others (Docker) get a run directory with the stubs and a socket
 // owned by the chat's uid.
 // ctx bounds the start; the run's RPC server lives until the run ends.
-func (rt *Runtime) prepare(ctx context.Context, chatKey string, limits sandbox.Limits) (*preparedRun, error) {
+func (rt *Runtime) prepare(ctx context.Context, chatKey string, limits sandbox.Limits, methods []*pluginhost.MethodInfo) (*preparedRun, error) {
 	containerKey := files.ContainerKey(chatKey)
 	uid, gid, err := rt.chatUID(ctx, chatKey)
 	if err != nil {
@@ -49,7 +49,7 @@ func (rt *Runtime) prepare(ctx context.Context, chatKey string, limits sandbox.L
 		return nil, err
 	}
 	pr := &preparedRun{id: newRunID(), chatKey: chatKey, containerKey: containerKey, limits: limits,
-		methods: rt.registry.Methods()}
+		methods: methods}
 	apiCaller, err := rt.apiCaller(pr.methods)
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/sandbox"
 )
 
@@ -18,14 +19,14 @@ import (
 const spareStartTimeout = 30 * time.Second
 
 // spawnSpare starts a sandbox for chatKey's next run.
-func (rt *Runtime) spawnSpare(chatKey string, limits sandbox.Limits) {
-	key := spareKey(chatKey, limits)
+func (rt *Runtime) spawnSpare(chatKey string, limits sandbox.Limits, methods []*pluginhost.MethodInfo) {
+	key := spareKey(chatKey, limits, methods)
 	if !rt.spares.reserve(key) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), spareStartTimeout)
 	defer cancel()
-	pr, err := rt.prepare(ctx, chatKey, limits)
+	pr, err := rt.prepare(ctx, chatKey, limits, methods)
 	if err == nil {
 		if p, ok := pr.proc.(sandbox.Preparer); ok {
 			if err = p.Prepare(ctx); err != nil {
@@ -49,12 +50,16 @@ func (rt *Runtime) DiscardSpares(chatKey string) {
 	}
 }
 
-// spareKey is what a warm spare must match to serve a run: the chat and
-// the limits the sandbox was started with (the time limit is the host's
-// and may differ).
-func spareKey(chatKey string, l sandbox.Limits) string {
+// spareKey is what a warm spare must match to serve a run: the chat, the
+// limits the sandbox was started with (the time limit is the host's and
+// may differ) and the methods its stubs offer.
+func spareKey(chatKey string, l sandbox.Limits, methods []*pluginhost.MethodInfo) string {
 	l.Timeout = 0
-	return fmt.Sprintf("%s\x00%+v", chatKey, l)
+	var b strings.Builder
+	for _, m := range methods {
+		b.WriteString(m.Plugin().Key() + "." + m.Name + ",")
+	}
+	return fmt.Sprintf("%s\x00%+v\x00%s", chatKey, l, b.String())
 }
 
 // spares keeps at most one started sandbox per recently active chat, so

@@ -90,7 +90,9 @@ def describe(plugin: NekroPlugin) -> dict:
         "methods": methods,
         "config": _config.describe(plugin.config_class) if plugin.config_class is not None else None,
         "hooks": {"init": plugin.init_method is not None, "cleanup": plugin.cleanup_method is not None,
-                  "reset": plugin.on_reset_method is not None},
+                  "reset": plugin.on_reset_method is not None,
+                  "prompt_inject": plugin.prompt_inject_method is not None,
+                  "collect_methods": plugin.collect_methods_method is not None},
     }
 
 
@@ -196,6 +198,16 @@ class Host:
                 if f:
                     args = (AgentCtx(from_chat_key=a.get("chat_key")),) if inspect.signature(f).parameters else ()
                     await self.run(f, *args)
+            elif op in ("prompt_inject", "collect_methods"):
+                f = self.plugin.prompt_inject_method if op == "prompt_inject" else self.plugin.collect_methods_method
+                result = None
+                if f:
+                    ctx = AgentCtx(from_chat_key=a.get("chat_key"), from_user_id=a.get("user_id"))
+                    result = await self.run(f, ctx)
+                    if op == "prompt_inject":
+                        result = "" if result is None else str(result)
+                    else:
+                        result = [getattr(m, "__name__", m) if not isinstance(m, str) else m for m in (result or [])]
             else:
                 raise ValueError("unknown operation %r" % op)
             self.link.send({"id": mid, "result": result}, default=to_json_value)

@@ -136,3 +136,17 @@ async def forward_shared(_ctx: AgentCtx, name: str) -> str:
     p = _ctx.fs.shared_path / name
     p.write_text("from the plugin")
     return _ctx.fs.forward_file(p)
+
+
+@plugin.mount_prompt_inject_method("note", "This chat's note")
+async def inject_note(_ctx: AgentCtx) -> str:
+    raw = await plugin.store.get(chat_key=_ctx.from_chat_key, store_key="note")
+    return "The chat's note: %s" % json.loads(raw)["text"] if raw else ""
+
+
+@plugin.mount_collect_methods()
+async def collect(_ctx: AgentCtx):
+    """In chat "quiet" the AI may only read the note."""
+    if _ctx.from_chat_key == "quiet":
+        return [read_note]
+    return [f for f, _t, _n, _d in plugin.sandbox_methods]

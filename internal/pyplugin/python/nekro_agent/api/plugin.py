@@ -78,6 +78,8 @@ class NekroPlugin:
         self.init_method: Optional[Callable] = None
         self.cleanup_method: Optional[Callable] = None
         self.on_reset_method: Optional[Callable] = None
+        self.prompt_inject_method: Optional[Callable] = None
+        self.collect_methods_method: Optional[Callable] = None
         self.config_class = None
         self._data_dir: Optional[str] = None
         self.logger = logging.getLogger("nekro_agent.plugin." + self.key)
@@ -116,6 +118,26 @@ class NekroPlugin:
     def mount_on_channel_reset(self):
         def deco(func):
             self.on_reset_method = func
+            return func
+
+        return deco
+
+    def mount_prompt_inject_method(self, name: str = "", description: str = ""):
+        """Text added to every turn's prompt in a chat while the plugin is
+        enabled: async def f(_ctx) -> str (2 s and 4 KiB at most)."""
+
+        def deco(func):
+            self.prompt_inject_method = func
+            return func
+
+        return deco
+
+    def mount_collect_methods(self):
+        """Which of the plugin's methods a chat's AI sees and may call:
+        async def f(_ctx) -> list of the plugin's method functions."""
+
+        def deco(func):
+            self.collect_methods_method = func
             return func
 
         return deco

@@ -1,0 +1,158 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nekro-go/nekro/internal/files"
+	"github.com/nekro-go/nekro/internal/pluginhost"
+	"github.com/nekro-go/nekro/internal/registry"
+	"github.com/nekro-go/nekro/plugin"
+)
+
+// Bounds of the plugins' per-turn hooks (OnPromptInject, OnCollectMethods).
+const (
+	// MaxInjectBytes caps one plugin's injected prompt text.
+	MaxInjectBytes = 4 << 10
+	// TurnHookTimeout bounds each plugin's hooks for one turn.
+	TurnHookTimeout = 2 * time.Second
+)
+
+// ChatView is what a turn in one chat sees of the plugins: the methods its
+// code may call (after each plugin's method filter), their docs for the
+// system prompt, and the plugins' injected context for the history
+// header.
+type ChatView struct {
+	Methods    []*pluginhost.MethodInfo
+	MethodDocs string
+	// Context holds one <plugin_runtime_context> block per plugin that
+	// injected text, in plugin order; "" when none did.
+	Context string
+}
+
+// ChatView asks the enabled plugins' per-turn hooks about chatKey (as
+// userID, which may be empty), concurrently, each bounded by
+// TurnHookTimeout: a plugin whose filter fails or is late shows all its
+// methods; one whose injection fails or is late is left out of Context.
+func (rt *Runtime) ChatView(ctx context.Context, chatKey, userID string) ChatView {
+	plugins := rt.registry.Plugins()
+	type answer struct {
+		methods []*pluginhost.MethodInfo
+		inject  string
+	}
+	answers := make([]answer, len(plugins))
+	var wg sync.WaitGroup
+	for i, p := range plugins {
+		answers[i].methods = pluginhost.Methods(p)
+		inject, collect := pluginhost.TurnHooks(p)
+		if len(inject) == 0 && collect == nil {
+			continue
+		}
+		wg.Go(func() {
+			answers[i] = rt.askPlugin(ctx, p, chatKey, userID, inject, collect)
+		})
+	}
+	wg.Wait()
+	var v ChatView
+	var b strings.Builder
+	for i, p := range plugins {
+		v.Methods = append(v.Methods, answers[i].methods...)
+		if text := answers[i].inject; text != "" {
+			fmt.Fprintf(&b, "<plugin_runtime_context name=%q module_name=%q>\n%s\n</plugin_runtime_context>\n",
+				p.Meta().Name, p.Meta().ModuleName, text)
+		}
+	}
+	v.MethodDocs, v.Context = registry.RenderMethods(v.Methods), b.String()
+	return v
+}
+
+// askPlugin runs one plugin's per-turn hooks.
+func (rt *Runtime) askPlugin(ctx context.Context, p *plugin.Plugin, chatKey, userID string,
+	inject []func(*plugin.Ctx) (string, error), collect func(*plugin.Ctx) []string) (a struct {
+	methods []*pluginhost.MethodInfo
+	inject  string
+}) {
+	all := pluginhost.Methods(p)
+	a.methods = all
+	log := rt.log.With("plugin", p.Key(), "chat", chatKey)
+	hctx, cancel := context.WithTimeout(ctx, TurnHookTimeout)
+	defer cancel()
+	env := &pluginhost.RunEnv{RunInfo: plugin.RunInfo{ChatKey: chatKey, UserID: userID, ContainerKey: files.ContainerKey(chatKey)},
+		StoreFor: rt.storeFor}
+	pctx := pluginhost.NewCtx(hctx, p, env)
+	if collect != nil {
+		names, err := bounded(hctx, func() ([]string, error) { return collect(pctx), nil })
+		if err != nil {
+			log.Warn("method filter left out of this turn: all the plugin's methods are shown", "err", err)
+		} else {
+			a.methods = nil
+			for _, m := range all {
+				if slices.Contains(names, m.Name) {
+					a.methods = append(a.methods, m)
+				}
+			}
+		}
+	}
+	var parts []string
+	for _, f := range inject {
+		text, err := bounded(hctx, func() (string, error) { return f(pctx) })
+		if err != nil {
+			log.Warn("prompt injection left out of this turn", "err", err)
+			continue
+		}
+		if text = strings.TrimSpace(text); text != "" {
+			parts = append(parts, text)
+		}
+	}
+	// The text cannot close its block early and pass for nekro's own.
+	text := closingTag.ReplaceAllString(strings.Join(parts, "\n"), "&lt;/plugin_runtime_context")
+	a.inject = capText(text, MaxInjectBytes)
+	return a
+}
+
+var closingTag = regexp.MustCompile(`(?i)<\s*/\s*plugin_runtime_context`)
+
+// bounded runs f, turning a panic into an error and giving up when ctx
+// ends (f keeps running, but its answer is dropped).
+func bounded[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				done <- result{err: fmt.Errorf("panic: %v", v)}
+			}
+		}()
+		v, err := f()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, fmt.Errorf("no answer within %s", TurnHookTimeout)
+	}
+}
+
+// capText cuts s to at most n bytes at a rune boundary, saying so.
+func capText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const more = "\n[... cut: the plugin's text was longer]"
+	cut := n - len(more)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + more
+}
