@@ -174,10 +174,6 @@ func (a *Agent) Post(ctx context.Context, in Incoming) (chat.Message, error) {
 	return m, nil
 }
 
-// Exec runs code in the chat's sandbox without a model (the API's
-// playground, `nekro exec`): what plugins send lands in the chat, BEHAVIOR
-// results are recorded as system messages, and the run is recorded, as in
-// a turn. Zero fields of limits keep the agent's.
 // Prompt returns the first request a turn in chatKey would send the model
 // now, for userID (may be empty): the system prompt with the chat's
 // methods, the plugins' injected context and the history, the chat's
@@ -194,6 +190,10 @@ func (a *Agent) Prompt(ctx context.Context, chatKey, userID string) ([]llm.ChatM
 	return TurnPrompt(a.rt.ChatView(ctx, chatKey, userID), chatKey, history, answering), nil
 }
 
+// Exec runs code in the chat's sandbox without a model (the API's
+// playground, `nekro exec`): what plugins send lands in the chat, BEHAVIOR
+// results are recorded as system messages, and the run is recorded, as in
+// a turn. Zero fields of limits keep the agent's.
 func (a *Agent) Exec(ctx context.Context, chatKey, userID, code string, limits sandbox.Limits) (*runtime.ExecResult, error) {
 	if limits == (sandbox.Limits{}) {
 		limits = a.cfg.Limits
