@@ -17,6 +17,7 @@ func init() {
 	}
 	pluginbridge.Bind = func(p any, services any) { p.(*Plugin).bind(services.(hostServices)) }
 	pluginbridge.Hooks = func(p any) (any, any, any) { return p.(*Plugin).hooks() }
+	pluginbridge.MessageHooks = func(p any) any { return slices.Clone(p.(*Plugin).onUserMessage) }
 	pluginbridge.TurnHooks = func(p any) (any, any) {
 		pl := p.(*Plugin)
 		return slices.Clone(pl.onPrompt), pl.collect

@@ -11,12 +11,13 @@ import (
 type ContentPart struct {
 	Type     string    `json:"type"`
 	Text     string    `json:"text,omitempty"`
-	ImageURL *ImageURL `json:"image_url,omitempty"`
+	ImageURL *imageURL `json:"image_url,omitempty"`
 }
 
-// ImageURL is the image of an image_url content part: an http(s) URL or a
-// data: URL such as "data:image/png;base64,...".
-type ImageURL struct {
+// imageURL is the image of an image_url content part: an http(s) URL or a
+// data: URL such as "data:image/png;base64,...". (Unexported to keep the
+// SDK's face small; its fields are reachable as part.ImageURL.URL.)
+type imageURL struct {
 	URL    string `json:"url"`
 	Detail string `json:"detail,omitempty"`
 }
@@ -26,7 +27,7 @@ func TextPart(text string) ContentPart { return ContentPart{Type: "text", Text: 
 
 // ImagePart returns an image content part for an http(s) or data: URL.
 func ImagePart(url string) ContentPart {
-	return ContentPart{Type: "image_url", ImageURL: &ImageURL{URL: url}}
+	return ContentPart{Type: "image_url", ImageURL: &imageURL{URL: url}}
 }
 
 func (c ContentPart) validate() error {

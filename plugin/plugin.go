@@ -79,6 +79,7 @@ type Plugin struct {
 	onDisabled     []func(ctx context.Context) error
 	onPrompt       []func(ctx *Ctx) (string, error)
 	collect        func(ctx *Ctx) []string
+	onUserMessage  []func(ctx *Ctx, text string) Signal
 
 	mu     sync.RWMutex
 	host   hostServices // set by the runtime before init hooks run
@@ -147,6 +148,27 @@ func (p *Plugin) OnPromptInject(f func(ctx *Ctx) (string, error)) { p.onPrompt =
 // calls to them are refused. ctx is as for OnPromptInject. A plugin has
 // one filter; a second call replaces the first.
 func (p *Plugin) OnCollectMethods(f func(ctx *Ctx) []string) { p.collect = f }
+
+// Signal is a message hook's verdict on a user's message (OnUserMessage).
+// Across plugins, any BlockAll wins, then any ForceTrigger, then the
+// largest, as in the reference.
+type Signal int
+
+// Message hook verdicts, with the reference's values.
+const (
+	Continue     Signal = 0  // store the message and answer it as usual
+	BlockTrigger Signal = 1  // store it in the history, start no turn
+	BlockAll     Signal = 2  // drop it: not stored, not answered
+	ForceTrigger Signal = -1 // answer it even where the bot would stay quiet
+)
+
+// OnUserMessage adds a hook that sees every user message before it is
+// stored, with the sender as ctx.UserID() and the chat as ctx.ChatKey()
+// (no sandbox); its Signal decides what happens to the message. A hook
+// that panics or takes over 2 s counts as Continue.
+func (p *Plugin) OnUserMessage(f func(ctx *Ctx, text string) Signal) {
+	p.onUserMessage = append(p.onUserMessage, f)
+}
 
 func (p *Plugin) hooks() (init, cleanup []func(ctx context.Context) error, reset []func(ctx context.Context, chatKey string) error) {
 	return slices.Clone(p.onInit), slices.Clone(p.onCleanup), slices.Clone(p.onChannelReset)

@@ -165,14 +165,29 @@ func (a *Agent) Post(ctx context.Context, in Incoming) (chat.Message, error) {
 	if name == "" {
 		name = in.UserID
 	}
-	m, err := a.chats.AddMessage(ctx, chat.Message{ChatKey: in.ChatKey, Role: chat.User, SenderID: in.UserID,
-		SenderName: name, Text: in.Text})
+	msg := chat.Message{ChatKey: in.ChatKey, Role: chat.User, SenderID: in.UserID, SenderName: name, Text: in.Text}
+	signal := a.rt.UserMessageSignal(ctx, in.ChatKey, in.UserID, in.Text)
+	switch signal {
+	case plugin.BlockAll:
+		return chat.Message{}, ErrDropped
+	case plugin.BlockTrigger:
+		msg.TurnID = chat.NoTurn // in the history, never claimed by a turn
+	}
+	// ForceTrigger answers as Continue does: every message a user writes
+	// here is answered (chat platforms' quiet rules come with adapters).
+	m, err := a.chats.AddMessage(ctx, msg)
 	if err != nil {
 		return chat.Message{}, err
 	}
-	a.schedule(in.ChatKey)
+	if signal != plugin.BlockTrigger {
+		a.schedule(in.ChatKey)
+	}
 	return m, nil
 }
+
+// ErrDropped is Post's answer when a plugin's message hook dropped the
+// message (plugin.BlockAll).
+var ErrDropped = errors.New("a plugin's message hook dropped the message")
 
 // Prompt returns the first request a turn in chatKey would send the model
 // now, for userID (may be empty): the system prompt with the chat's

@@ -52,7 +52,7 @@ type Message struct {
 	Attachments []Attachment `json:"attachments"`
 	// TurnID is, for a user message, the turn that answered it (0 while
 	// it waits); for the others, the turn during which it was written.
-	TurnID int64     `json:"turn_id,omitempty"`
+	TurnID int64     `json:"turn_id,omitempty"` // NoTurn: kept without an answer
 	Time   time.Time `json:"time"`
 }
 
@@ -94,3 +94,8 @@ type Run struct {
 	AgentResult json.RawMessage `json:"agent_result,omitempty"`
 	Time        time.Time       `json:"time"`
 }
+
+// NoTurn is the TurnID of a user message stored without starting a turn
+// (a plugin's message hook said BlockTrigger): it shows in the history and
+// is never claimed.
+const NoTurn int64 = -1

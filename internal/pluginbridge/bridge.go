@@ -24,6 +24,8 @@ var (
 	// Hooks(*plugin.Plugin) (init, cleanup []func(context.Context) error,
 	// reset []func(context.Context, string) error).
 	Hooks func(p any) (init, cleanup, reset any)
+	// MessageHooks(*plugin.Plugin) []func(*plugin.Ctx, string) plugin.Signal.
+	MessageHooks func(p any) any
 	// TurnHooks(*plugin.Plugin) (inject []func(*plugin.Ctx) (string, error),
 	// collect func(*plugin.Ctx) []string).
 	TurnHooks func(p any) (inject, collect any)

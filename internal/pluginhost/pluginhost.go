@@ -124,6 +124,11 @@ func Hooks(p *plugin.Plugin) (init, cleanup []func(ctx context.Context) error, r
 	return i.([]func(context.Context) error), c.([]func(context.Context) error), r.([]func(context.Context, string) error)
 }
 
+// MessageHooks returns p's OnUserMessage hooks.
+func MessageHooks(p *plugin.Plugin) []func(ctx *plugin.Ctx, text string) plugin.Signal {
+	return pluginbridge.MessageHooks(p).([]func(*plugin.Ctx, string) plugin.Signal)
+}
+
 // TurnHooks returns p's OnPromptInject hooks and its OnCollectMethods
 // filter (nil when it has none).
 func TurnHooks(p *plugin.Plugin) (inject []func(ctx *plugin.Ctx) (string, error), collect func(ctx *plugin.Ctx) []string) {

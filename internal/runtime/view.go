@@ -156,3 +156,58 @@ func capText(s string, n int) string {
 	}
 	return s[:cut] + more
 }
+
+// UserMessageSignal asks the enabled plugins' OnUserMessage hooks about a
+// user's message, concurrently, each bounded by TurnHookTimeout (a late or
+// panicking hook counts as plugin.Continue), and combines their verdicts
+// as the reference does: any BlockAll wins, then any ForceTrigger, then
+// the largest.
+func (rt *Runtime) UserMessageSignal(ctx context.Context, chatKey, userID, text string) plugin.Signal {
+	plugins := rt.registry.Plugins()
+	signals := make([][]plugin.Signal, len(plugins))
+	var wg sync.WaitGroup
+	for i, p := range plugins {
+		hooks := pluginhost.MessageHooks(p)
+		if len(hooks) == 0 {
+			continue
+		}
+		wg.Go(func() {
+			hctx, cancel := context.WithTimeout(ctx, TurnHookTimeout)
+			defer cancel()
+			env := &pluginhost.RunEnv{RunInfo: plugin.RunInfo{ChatKey: chatKey, UserID: userID, ContainerKey: files.ContainerKey(chatKey)},
+				StoreFor: rt.storeFor}
+			pctx := pluginhost.NewCtx(hctx, p, env)
+			for _, f := range hooks {
+				s, err := bounded(hctx, func() (plugin.Signal, error) { return f(pctx, text), nil })
+				if err != nil {
+					rt.log.Warn("message hook left out", "plugin", p.Key(), "chat", chatKey, "err", err)
+					continue
+				}
+				signals[i] = append(signals[i], s)
+			}
+		})
+	}
+	wg.Wait()
+	return CombineSignals(slices.Concat(signals...))
+}
+
+// CombineSignals folds message hooks' verdicts: any BlockAll wins, then
+// any ForceTrigger, then the largest; none is Continue.
+func CombineSignals(ss []plugin.Signal) plugin.Signal {
+	out := plugin.Continue
+	force := false
+	for _, s := range ss {
+		switch {
+		case s == plugin.BlockAll:
+			return plugin.BlockAll
+		case s == plugin.ForceTrigger:
+			force = true
+		case s > out && s <= plugin.BlockAll:
+			out = s
+		}
+	}
+	if force {
+		return plugin.ForceTrigger
+	}
+	return out
+}

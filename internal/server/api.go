@@ -148,6 +148,9 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	m, err := s.agent.Post(r.Context(), agent.Incoming{ChatKey: key, UserID: req.UserID, UserName: req.UserName, Text: req.Text})
 	switch {
+	case errors.Is(err, agent.ErrDropped):
+		writeJSON(w, http.StatusOK, map[string]any{"message": nil, "dropped": err.Error()})
+		return
 	case errors.Is(err, agent.ErrClosed):
 		writeError(w, http.StatusServiceUnavailable, "%v", err)
 		return

@@ -482,3 +482,58 @@ except Exception as e:
 		t.Errorf("chats prompt: %+v", r2)
 	}
 }
+
+// A Go plugin that screens messages.
+var gatePlugin = func() *plugin.Plugin {
+	p := plugin.New(plugin.Meta{Name: "Gate", ModuleName: "gate", Author: "tester", Version: "1.0.0"})
+	p.OnUserMessage(func(ctx *plugin.Ctx, text string) plugin.Signal {
+		switch {
+		case strings.HasPrefix(text, "drop"):
+			return plugin.BlockAll
+		case strings.HasPrefix(text, "note"):
+			return plugin.BlockTrigger
+		}
+		return plugin.Continue
+	})
+	p.OnUserMessage(func(ctx *plugin.Ctx, text string) plugin.Signal {
+		if ctx.UserID() == "slowpoke" {
+			<-ctx.Done() // later than the hook's bound: counts as Continue
+		}
+		return plugin.Continue
+	})
+	return p
+}()
+
+// Message hooks through a running server: a dropped message is neither
+// stored nor answered; a blocked trigger is stored without a turn and
+// seen by the next turn; a late hook does not hold a message.
+func TestMessageHooksBlockMessages(t *testing.T) {
+	model := func(r llmtest.Request) llmtest.Reply { return llmtest.Code(`print("ok")`) }
+	e := startEnv(t, model, func(o *server.Options) { o.App.Runtime.Plugins = append(pluginhost.Registered(), gatePlugin) })
+	var out struct {
+		Message *struct{ ID int64 } `json:"message"`
+		Dropped string              `json:"dropped"`
+	}
+	if st := e.call("POST", "/api/chats/g1/messages", map[string]string{"user_id": "u1", "text": "drop this"}, &out); st != http.StatusOK ||
+		out.Message != nil || out.Dropped == "" {
+		t.Fatalf("drop: %d %+v", st, out)
+	}
+	e.post("g1", "u1", "Ann", "note to self")
+	time.Sleep(300 * time.Millisecond)
+	if n := len(e.model.RequestsFor("g1")); n != 0 || len(e.turns("g1")) != 0 {
+		t.Fatalf("a blocked trigger started a turn: %d requests", n)
+	}
+	e.post("g1", "slowpoke", "Bob", "hello")
+	turns := e.waitTurns("g1", 1)
+	if len(turns) != 1 {
+		t.Fatalf("turns %+v", turns)
+	}
+	reqs := e.model.RequestsFor("g1")
+	if len(reqs) != 1 || !reqs[0].Contains("note to self") || reqs[0].Contains("drop this") {
+		t.Errorf("the turn's prompt must show the stored note and not the dropped message")
+	}
+	hist := strings.Join(texts(e.history("g1")), "\n")
+	if strings.Contains(hist, "drop this") || !strings.Contains(hist, "note to self") {
+		t.Errorf("history:\n%s", hist)
+	}
+}
