@@ -7,11 +7,12 @@ import (
 	"path"
 )
 
-// ChatSender delivers what a plugin sends to the chat of one run. The host
-// binds one to every run of a chat; plugins reach it through Ctx.SendText,
-// Ctx.SendFile and Ctx.SendImage, never directly, so a plugin can only
-// write into the chat whose run called it.
-type ChatSender interface {
+// chatSender delivers what a plugin sends to the chat of one run
+// (pluginhost.ChatSender, the same type). The host binds one to every run
+// of a chat; plugins reach it through Ctx.SendText, Ctx.SendFile and
+// Ctx.SendImage, never directly, so a plugin can only write into the chat
+// whose run called it.
+type chatSender = interface {
 	// SendText posts text to the chat as the assistant.
 	SendText(ctx context.Context, text string) error
 	// SendFile posts content as a file attachment called name.

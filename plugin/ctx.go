@@ -19,7 +19,7 @@ type runEnv interface {
 	Info() RunInfo
 	StoreOf(p *Plugin) Store
 	FilesOf(p *Plugin) FS
-	Sender() ChatSender
+	Sender() chatSender
 }
 
 // Ctx is what a sandbox method receives. It is a context.Context, cancelled

@@ -57,7 +57,7 @@ type Store interface {
 	//
 	// Without WithTTL or WithExpiry the key keeps the expiry it had.
 	// Update returns the value written.
-	Update(ctx context.Context, scope Scope, key string, fn UpdateFunc, opts ...SetOption) (string, error)
+	Update(ctx context.Context, scope Scope, key string, fn func(current string, found bool) (next string, err error), opts ...SetOption) (string, error)
 
 	// Keys lists the keys of scope that start with q.Prefix, in byte order,
 	// one page at a time: pass the page's Next as the next query's Cursor
@@ -113,10 +113,6 @@ func (r DeleteResult) String() string {
 	}
 	return fmt.Sprintf("DeleteResult(%d)", int(r))
 }
-
-// UpdateFunc computes a key's new value from its current one; found is
-// false when the key does not exist.
-type UpdateFunc func(current string, found bool) (next string, err error)
 
 // SetOption changes how Set and Update store a value: WithTTL or
 // WithExpiry.
@@ -287,9 +283,9 @@ var (
 	// plugin's quota. The error's text names the limit and the size.
 	ErrLimit = errors.New("kv limit exceeded")
 	// ErrNestedCall is returned by a store call made from inside an
-	// UpdateFunc, which runs while its key is locked (see Store.Update).
+	// update function, which runs while its key is locked (see Store.Update).
 	ErrNestedCall = errors.New("store called from inside an Update function, which runs while the key is locked (read before Update, write after it)")
-	// ErrUpdateTimeout is returned by an Update whose UpdateFunc did not
+	// ErrUpdateTimeout is returned by an Update whose function did not
 	// return in time; nothing was written.
 	ErrUpdateTimeout = errors.New("update function took too long")
 )
@@ -344,7 +340,7 @@ func (noStore) Delete(context.Context, Scope, string) (DeleteResult, error) {
 	return 0, fmt.Errorf("kv delete: %w", ErrNoService)
 }
 
-func (noStore) Update(context.Context, Scope, string, UpdateFunc, ...SetOption) (string, error) {
+func (noStore) Update(context.Context, Scope, string, func(string, bool) (string, error), ...SetOption) (string, error) {
 	return "", fmt.Errorf("kv update: %w", ErrNoService)
 }
 

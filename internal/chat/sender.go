@@ -15,7 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/nekro-go/nekro/internal/files"
-	"github.com/nekro-go/nekro/plugin"
+	"github.com/nekro-go/nekro/internal/pluginhost"
 )
 
 // Limits of what a chat stores. A sandbox run writes to its chat through
@@ -147,7 +147,7 @@ func (s *Service) Sender(chatKey string, turnID int64) *RunSender {
 	return &RunSender{s: s, chatKey: chatKey, turnID: turnID}
 }
 
-// RunSender is the plugin.ChatSender of one run. It is safe for
+// RunSender is the pluginhost.ChatSender of one run. It is safe for
 // concurrent use.
 type RunSender struct {
 	s       *Service
@@ -161,7 +161,7 @@ type RunSender struct {
 	attBytes int64 // attachment bytes stored (guarded by attMu)
 }
 
-var _ plugin.ChatSender = (*RunSender)(nil)
+var _ pluginhost.ChatSender = (*RunSender)(nil)
 
 // reserve takes one message of the run's budget.
 func (c *RunSender) reserve() error {

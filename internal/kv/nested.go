@@ -52,7 +52,7 @@ type fnResult struct {
 // and sends what it returns (or its panic) to out, which must be buffered.
 //
 //go:noinline
-func runUpdateFunc(fn plugin.UpdateFunc, cur string, found bool, out chan<- fnResult) {
+func runUpdateFunc(fn UpdateFunc, cur string, found bool, out chan<- fnResult) {
 	defer fnsRunning.Add(-1)
 	var r fnResult
 	defer func() {
@@ -78,7 +78,7 @@ func (e *updateFuncPanic) Error() string { return fmt.Sprintf("update function p
 
 // callUpdateFunc runs fn for an Update and waits for it at most the
 // store's UpdateTimeout, or until ctx ends.
-func (s *Store) callUpdateFunc(ctx context.Context, fn plugin.UpdateFunc, cur string, found bool) (string, error) {
+func (s *Store) callUpdateFunc(ctx context.Context, fn UpdateFunc, cur string, found bool) (string, error) {
 	out := make(chan fnResult, 1)
 	fnsRunning.Add(1)
 	go runUpdateFunc(fn, cur, found, out)

@@ -13,6 +13,10 @@ import (
 	"github.com/nekro-go/nekro/plugin"
 )
 
+// UpdateFunc computes a key's new value from its current one (found is
+// false when the key does not exist): what plugin.Store.Update takes.
+type UpdateFunc = func(current string, found bool) (next string, err error)
+
 // Options configure a Store.
 type Options struct {
 	Limits Limits
@@ -308,7 +312,7 @@ func (n *namespace) Delete(ctx context.Context, scope plugin.Scope, name string)
 	return res, nil
 }
 
-func (n *namespace) Update(ctx context.Context, scope plugin.Scope, name string, fn plugin.UpdateFunc, opts ...plugin.SetOption) (string, error) {
+func (n *namespace) Update(ctx context.Context, scope plugin.Scope, name string, fn UpdateFunc, opts ...plugin.SetOption) (string, error) {
 	if err := nested(); err != nil {
 		return "", n.fail("update", scope, name, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"sync"
@@ -19,6 +20,19 @@ import (
 	"github.com/nekro-go/nekro/plugin"
 )
 
+// ChatSender delivers what a plugin sends to the chat of one run: text,
+// files and images, posted as the assistant. (Package plugin names the
+// same interface type; plugins reach it only through their Ctx.)
+type ChatSender = interface {
+	// SendText posts text to the chat as the assistant.
+	SendText(ctx context.Context, text string) error
+	// SendFile posts content as a file attachment called name.
+	SendFile(ctx context.Context, name string, content io.Reader) error
+	// SendImage posts content as an image attachment called name; content
+	// that is not an image is refused.
+	SendImage(ctx context.Context, name string, content io.Reader) error
+}
+
 // RunEnv is what the runtime lends the methods of one run.
 type RunEnv struct {
 	plugin.RunInfo
@@ -28,7 +42,7 @@ type RunEnv struct {
 	// FS is the file bridge of this run's chat and sandbox.
 	FS plugin.FS
 	// Chat sends messages to this run's chat.
-	Chat plugin.ChatSender
+	Chat ChatSender
 }
 
 // Info returns the run's identity.
@@ -60,7 +74,7 @@ func (e *RunEnv) FilesOf(p *plugin.Plugin) plugin.FS {
 }
 
 // Sender returns the run's chat, or nil.
-func (e *RunEnv) Sender() plugin.ChatSender { return e.Chat }
+func (e *RunEnv) Sender() ChatSender { return e.Chat }
 
 // NewCtx binds a call of a method of p to a run.
 func NewCtx(parent context.Context, p *plugin.Plugin, env *RunEnv) *plugin.Ctx {

@@ -32,7 +32,7 @@ type ExecRequest struct {
 	OnResult func(m *pluginhost.MethodInfo, result json.RawMessage)
 	// Chat receives what plugins send to the chat (ctx.SendText and
 	// friends); nil leaves the run without one.
-	Chat plugin.ChatSender
+	Chat pluginhost.ChatSender
 	// Methods are the methods the run's code may call (its stubs, and
 	// the only ones its calls reach): the chat's view (ChatView). Nil
 	// means every enabled plugin's.
