@@ -17,6 +17,18 @@ func init() {
 	}
 	pluginbridge.Bind = func(p any, services any) { p.(*Plugin).bind(services.(hostServices)) }
 	pluginbridge.Hooks = func(p any) (any, any, any) { return p.(*Plugin).hooks() }
+	pluginbridge.Commands = func(p any) []pluginbridge.CommandData {
+		pl := p.(*Plugin)
+		pl.mu.RLock()
+		defer pl.mu.RUnlock()
+		var out []pluginbridge.CommandData
+		for _, c := range pl.commands {
+			out = append(out, pluginbridge.CommandData{Name: c.Name, Description: c.Description, Usage: c.Usage,
+				Permission: c.Permission, Aliases: slices.Clone(c.Aliases),
+				Run: func(ctx any, words []string) (string, error) { return c.run(ctx.(*Ctx), words) }})
+		}
+		return out
+	}
 	pluginbridge.MessageHooks = func(p any) any { return slices.Clone(p.(*Plugin).onUserMessage) }
 	pluginbridge.TurnHooks = func(p any) (any, any) {
 		pl := p.(*Plugin)

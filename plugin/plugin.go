@@ -80,6 +80,7 @@ type Plugin struct {
 	onPrompt       []func(ctx *Ctx) (string, error)
 	collect        func(ctx *Ctx) []string
 	onUserMessage  []func(ctx *Ctx, text string) Signal
+	commands       []*mountedCommand
 
 	mu     sync.RWMutex
 	host   hostServices // set by the runtime before init hooks run

@@ -69,7 +69,11 @@ type Config struct {
 	TurnTimeout time.Duration
 	// Limits of each run of a turn; zero fields keep the runtime's.
 	Limits sandbox.Limits
-	Log    *slog.Logger
+	// CommandPrefix starts a chat command; default "/".
+	CommandPrefix string
+	// SuperUsers are the user ids that may use every command.
+	SuperUsers []string
+	Log        *slog.Logger
 }
 
 // Agent runs turns for every chat of a runtime.
@@ -109,6 +113,9 @@ func New(rt *runtime.Runtime, chats *chat.Service, model llm.Model, cfg Config) 
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	if cfg.CommandPrefix == "" {
+		cfg.CommandPrefix = DefaultCommandPrefix
+	}
 	if model == nil {
 		model = llm.None{Reason: llm.ErrNoModel}
 	}
@@ -132,6 +139,9 @@ type Incoming struct {
 	UserID   string
 	UserName string
 	Text     string
+	// Admin says the sender administers the chat (a chat platform's
+	// group owner or admin): commands for admins answer them.
+	Admin bool
 }
 
 // ErrClosed is returned once Shutdown has begun.
@@ -140,9 +150,6 @@ var ErrClosed = errors.New("the agent is shutting down")
 // Post stores a user's message and schedules a turn to answer it. It
 // returns as soon as the message is stored.
 func (a *Agent) Post(ctx context.Context, in Incoming) (chat.Message, error) {
-	if err := a.ModelError(); err != nil {
-		return chat.Message{}, err
-	}
 	if err := keys.Scope("chat", in.ChatKey); err != nil {
 		return chat.Message{}, err
 	}
@@ -166,6 +173,23 @@ func (a *Agent) Post(ctx context.Context, in Incoming) (chat.Message, error) {
 		name = in.UserID
 	}
 	msg := chat.Message{ChatKey: in.ChatKey, Role: chat.User, SenderID: in.UserID, SenderName: name, Text: in.Text}
+	// A chat command is answered by its plugin, with no model and no turn;
+	// both messages stay in the history.
+	if answer, ok := a.command(ctx, in); ok {
+		msg.TurnID = chat.NoTurn
+		m, err := a.chats.AddMessage(ctx, msg)
+		if err != nil {
+			return chat.Message{}, err
+		}
+		if _, err := a.chats.AddMessage(ctx, chat.Message{ChatKey: in.ChatKey, Role: chat.Assistant, SenderID: chat.AssistantID,
+			SenderName: "assistant", Text: chat.TruncateText(answer)}); err != nil {
+			return chat.Message{}, err
+		}
+		return m, nil
+	}
+	if err := a.ModelError(); err != nil {
+		return chat.Message{}, err
+	}
 	signal := a.rt.UserMessageSignal(ctx, in.ChatKey, in.UserID, in.Text)
 	switch signal {
 	case plugin.BlockAll:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/nekro-go/nekro/internal/llm"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,6 +19,8 @@ func init() { subcommands = append(subcommands, newServeCmd) }
 func newServeCmd(g *globals) *cobra.Command {
 	var (
 		listen, baseURL, model string
+		commandPrefix          string
+		superUsers             []string
 		maxIterations          int
 		shutdownTimeout        time.Duration
 	)
@@ -44,7 +47,7 @@ until --shutdown-timeout, then their runs are stopped.`,
 			ac.Runtime.SharedIdle = 30 * time.Minute
 			ac.LLM = llm.ConfigFromEnv()
 			ac.LLM.BaseURL, ac.LLM.Model = baseURL, model
-			ac.Agent = agent.Config{MaxIterations: maxIterations}
+			ac.Agent = agent.Config{MaxIterations: maxIterations, CommandPrefix: commandPrefix, SuperUsers: superUsers}
 			srv, err := server.Start(ctx, server.Options{
 				Listen:          listen,
 				App:             ac,
@@ -73,6 +76,22 @@ until --shutdown-timeout, then their runs are stopped.`,
 	cmd.Flags().StringVar(&baseURL, "llm-base-url", os.Getenv(llm.EnvBaseURL), "OpenAI-compatible API root, e.g. https://api.openai.com/v1 (env "+llm.EnvBaseURL+")")
 	cmd.Flags().StringVar(&model, "llm-model", os.Getenv(llm.EnvModel), "model name (env "+llm.EnvModel+"); the API key is read from "+llm.EnvAPIKey+" only")
 	cmd.Flags().IntVar(&maxIterations, "max-iterations", agent.DefaultMaxIterations, "sandbox runs (and model requests) per turn at most")
+	cmd.Flags().StringVar(&commandPrefix, "command-prefix", envOr("NEKRO_COMMAND_PREFIX", agent.DefaultCommandPrefix),
+		"what starts a chat command, as in /help (env NEKRO_COMMAND_PREFIX)")
+	cmd.Flags().StringSliceVar(&superUsers, "super-users", envCommaList("NEKRO_SUPER_USERS"),
+		"user ids that may use every chat command, comma-separated (env NEKRO_SUPER_USERS)")
 	cmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long turns may finish after SIGINT/SIGTERM")
 	return cmd
+}
+
+// envCommaList splits the environment variable name at commas, dropping
+// empty parts.
+func envCommaList(name string) []string {
+	var out []string
+	for _, p := range strings.Split(os.Getenv(name), ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

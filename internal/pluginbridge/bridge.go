@@ -24,6 +24,8 @@ var (
 	// Hooks(*plugin.Plugin) (init, cleanup []func(context.Context) error,
 	// reset []func(context.Context, string) error).
 	Hooks func(p any) (init, cleanup, reset any)
+	// Commands(*plugin.Plugin) lists its chat commands, in mount order.
+	Commands func(p any) []CommandData
 	// MessageHooks(*plugin.Plugin) []func(*plugin.Ctx, string) plugin.Signal.
 	MessageHooks func(p any) any
 	// TurnHooks(*plugin.Plugin) (inject []func(*plugin.Ctx) (string, error),
@@ -66,4 +68,13 @@ type ParamData struct {
 	Name, Doc, PyType string
 	Optional          bool
 	DefaultPy         string
+}
+
+// CommandData is a mounted chat command as plugin describes it to the
+// host: its fields of plugin.Command, and how to run it (ctx is a
+// *plugin.Ctx).
+type CommandData struct {
+	Name, Description, Usage, Permission string
+	Aliases                              []string
+	Run                                  func(ctx any, words []string) (string, error)
 }

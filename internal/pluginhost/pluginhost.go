@@ -138,6 +138,25 @@ func Hooks(p *plugin.Plugin) (init, cleanup []func(ctx context.Context) error, r
 	return i.([]func(context.Context) error), c.([]func(context.Context) error), r.([]func(context.Context, string) error)
 }
 
+// CommandInfo is a mounted chat command as the host sees it.
+type CommandInfo struct {
+	plugin.Command
+	Plugin *plugin.Plugin
+	// Run answers the command with the words after its name.
+	Run func(ctx *plugin.Ctx, words []string) (string, error)
+}
+
+// Commands returns p's chat commands, in mount order.
+func Commands(p *plugin.Plugin) []CommandInfo {
+	var out []CommandInfo
+	for _, d := range pluginbridge.Commands(p) {
+		out = append(out, CommandInfo{Command: plugin.Command{Name: d.Name, Aliases: d.Aliases, Description: d.Description,
+			Usage: d.Usage, Permission: d.Permission}, Plugin: p,
+			Run: func(ctx *plugin.Ctx, words []string) (string, error) { return d.Run(ctx, words) }})
+	}
+	return out
+}
+
 // MessageHooks returns p's OnUserMessage hooks.
 func MessageHooks(p *plugin.Plugin) []func(ctx *plugin.Ctx, text string) plugin.Signal {
 	return pluginbridge.MessageHooks(p).([]func(*plugin.Ctx, string) plugin.Signal)

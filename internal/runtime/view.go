@@ -72,6 +72,14 @@ func (rt *Runtime) ChatView(ctx context.Context, chatKey, userID string) ChatVie
 	return v
 }
 
+// PluginCtx returns a Ctx for p outside any run (hooks, commands): the
+// chat and user are those given, the store works, FS and sending do not.
+func (rt *Runtime) PluginCtx(ctx context.Context, p *plugin.Plugin, chatKey, userID string) *plugin.Ctx {
+	env := &pluginhost.RunEnv{RunInfo: plugin.RunInfo{ChatKey: chatKey, UserID: userID, ContainerKey: files.ContainerKey(chatKey)},
+		StoreFor: rt.storeFor}
+	return pluginhost.NewCtx(ctx, p, env)
+}
+
 // askPlugin runs one plugin's per-turn hooks.
 func (rt *Runtime) askPlugin(ctx context.Context, p *plugin.Plugin, chatKey, userID string,
 	inject []func(*plugin.Ctx) (string, error), collect func(*plugin.Ctx) []string) (a struct {

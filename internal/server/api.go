@@ -142,16 +142,12 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, maxMessageBody, &req) {
 		return
 	}
-	if err := s.agent.ModelError(); err != nil {
-		writeError(w, http.StatusServiceUnavailable, "%v", err)
-		return
-	}
 	m, err := s.agent.Post(r.Context(), agent.Incoming{ChatKey: key, UserID: req.UserID, UserName: req.UserName, Text: req.Text})
 	switch {
 	case errors.Is(err, agent.ErrDropped):
 		writeJSON(w, http.StatusOK, map[string]any{"message": nil, "dropped": err.Error()})
 		return
-	case errors.Is(err, agent.ErrClosed):
+	case errors.Is(err, agent.ErrClosed), s.agent.ModelError() != nil && errors.Is(err, s.agent.ModelError()):
 		writeError(w, http.StatusServiceUnavailable, "%v", err)
 		return
 	case err != nil:

@@ -537,3 +537,68 @@ func TestMessageHooksBlockMessages(t *testing.T) {
 		t.Errorf("history:\n%s", hist)
 	}
 }
+
+// A Go plugin with chat commands.
+var calcCommands = func() *plugin.Plugin {
+	p := plugin.New(plugin.Meta{Name: "Calc commands", ModuleName: "calccmd", Author: "tester", Version: "1.0.0"})
+	type addArgs struct {
+		A int `json:"a"`
+		B int `json:"b,omitempty" default:"10"`
+	}
+	plugin.MountCommand(p, plugin.Command{Name: "add", Aliases: []string{"plus"}, Description: "Add two numbers."},
+		func(ctx *plugin.Ctx, a addArgs) (string, error) { return fmt.Sprint(a.A + a.B), nil })
+	type echoArgs struct {
+		Text string `json:"text"`
+	}
+	plugin.MountCommand(p, plugin.Command{Name: "echo", Description: "Say it back.", Permission: "user"},
+		func(ctx *plugin.Ctx, a echoArgs) (string, error) { return ctx.UserID() + " said: " + a.Text, nil })
+	plugin.MountCommand(p, plugin.Command{Name: "wipe", Description: "Wipe everything.", Permission: "super"},
+		func(ctx *plugin.Ctx, _ struct{}) (string, error) { return "wiped", nil })
+	return p
+}()
+
+// Chat commands through a running server with no model at all: answered
+// by their plugin, typed, permission-checked, listed by /help; both the
+// command and its answer stay in the history; other messages still need
+// a model.
+func TestChatCommandsNeedNoModel(t *testing.T) {
+	e := startEnv(t, nil, func(o *server.Options) {
+		o.App.Runtime.Plugins = append(pluginhost.Registered(), calcCommands)
+		o.App.Agent.SuperUsers = []string{"root1"}
+	})
+	say := func(user, text string) string {
+		t.Helper()
+		var out struct{ Error string }
+		if st := e.call("POST", "/api/chats/k1/messages", map[string]string{"user_id": user, "text": text}, &out); st != http.StatusAccepted {
+			t.Fatalf("%s: %d %s", text, st, out.Error)
+		}
+		h := e.history("k1")
+		last := h[len(h)-1]
+		if last.Role != "assistant" || h[len(h)-2].Text != text {
+			t.Fatalf("%s: history ends %+v", text, h[len(h)-2:])
+		}
+		return last.Text
+	}
+	for _, c := range []struct{ user, text, want string }{
+		{"u1", "/add 2 3", "5"},
+		{"u1", "/plus 2", "12"},
+		{"u1", `/echo "hello there" friend`, "u1 said: hello there friend"},
+		{"u1", "/add two 3", `/add failed: a must be a whole number, not "two" (usage: /add <a> [b])`},
+		{"u1", "/wipe", "/wipe: you may not use this command (it is for super users)"},
+		{"root1", "/wipe", "wiped"},
+	} {
+		if got := say(c.user, c.text); got != c.want {
+			t.Errorf("%s as %s: %q, want %q", c.text, c.user, got, c.want)
+		}
+	}
+	if got := say("u1", "/help"); got != "Commands:\n/help - list the commands you may use\n/add <a> [b] - Add two numbers. (also plus)\n/echo <text> - Say it back." {
+		t.Errorf("/help for u1:\n%s", got)
+	}
+	if got := say("root1", "/help"); !strings.Contains(got, "/wipe - Wipe everything.") {
+		t.Errorf("/help for a super user:\n%s", got)
+	}
+	// Not a command: the model is needed (and missing).
+	if st := e.call("POST", "/api/chats/k1/messages", map[string]string{"user_id": "u1", "text": "/unknown thing"}, nil); st != http.StatusServiceUnavailable {
+		t.Errorf("an unknown command went past the missing model: %d", st)
+	}
+}

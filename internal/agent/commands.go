@@ -1,0 +1,135 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode"
+
+	"github.com/nekro-go/nekro/internal/pluginhost"
+)
+
+// DefaultCommandPrefix starts a chat command ("/help").
+const DefaultCommandPrefix = "/"
+
+// command answers in's text when it is a chat command: the prefix, then
+// the name or an alias of an enabled plugin's command, or "help". ok is
+// false for any other text (it goes to the model as usual, "/shrug" too).
+func (a *Agent) command(ctx context.Context, in Incoming) (answer string, ok bool) {
+	prefix := a.cfg.CommandPrefix
+	rest, found := strings.CutPrefix(strings.TrimSpace(in.Text), prefix)
+	if !found || rest == "" || unicode.IsSpace(rune(rest[0])) {
+		return "", false
+	}
+	words := splitWords(rest)
+	name := words[0]
+	cmds := a.commands()
+	if name == "help" {
+		return a.help(in, cmds), true
+	}
+	i := slices.IndexFunc(cmds, func(c pluginhost.CommandInfo) bool {
+		return c.Name == name || slices.Contains(c.Aliases, name)
+	})
+	if i < 0 {
+		return "", false
+	}
+	c := cmds[i]
+	if !a.may(in, c.Permission) {
+		return fmt.Sprintf("%s%s: you may not use this command (it is for %s)", prefix, name, permissionWho[c.Permission]), true
+	}
+	pctx := a.rt.PluginCtx(ctx, c.Plugin, in.ChatKey, in.UserID)
+	text, err := safeCommand(func() (string, error) { return c.Run(pctx, words[1:]) })
+	if err != nil {
+		a.log.Info("command failed", "chat", in.ChatKey, "command", name, "err", err)
+		return fmt.Sprintf("%s%s failed: %v", prefix, name, err), true
+	}
+	return text, true
+}
+
+// commands lists the enabled plugins' chat commands.
+func (a *Agent) commands() []pluginhost.CommandInfo {
+	var out []pluginhost.CommandInfo
+	for _, p := range a.rt.Registry().Plugins() {
+		out = append(out, pluginhost.Commands(p)...)
+	}
+	return out
+}
+
+var permissionWho = map[string]string{"public": "everyone", "user": "users", "admin": "the chat's admins", "super": "super users"}
+
+// may reports whether the sender may use a command of permission.
+func (a *Agent) may(in Incoming, permission string) bool {
+	super := in.UserID != "" && slices.Contains(a.cfg.SuperUsers, in.UserID)
+	switch permission {
+	case "public":
+		return true
+	case "user":
+		return in.UserID != ""
+	case "admin":
+		return in.Admin || super
+	}
+	return super
+}
+
+// help lists the commands the sender may use.
+func (a *Agent) help(in Incoming, cmds []pluginhost.CommandInfo) string {
+	var b strings.Builder
+	b.WriteString("Commands:\n")
+	fmt.Fprintf(&b, "%shelp - list the commands you may use\n", a.cfg.CommandPrefix)
+	for _, c := range cmds {
+		if !a.may(in, c.Permission) {
+			continue
+		}
+		usage := strings.Replace(c.Usage, "/", a.cfg.CommandPrefix, 1)
+		fmt.Fprintf(&b, "%s - %s", usage, c.Description)
+		if len(c.Aliases) > 0 {
+			fmt.Fprintf(&b, " (also %s)", strings.Join(c.Aliases, ", "))
+		}
+		b.WriteString("\n")
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// splitWords splits a command line at spaces; "..." or '...' keep a word
+// with spaces together.
+func splitWords(s string) []string {
+	var words []string
+	var cur strings.Builder
+	var quote rune
+	inWord := false
+	for _, r := range s {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteRune(r)
+		case r == '"' || r == '\'':
+			quote, inWord = r, true
+		case unicode.IsSpace(r):
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words
+}
+
+// safeCommand runs a plugin's command, turning a panic into an error.
+func safeCommand(f func() (string, error)) (s string, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("the plugin failed (panic: %v)", v)
+		}
+	}()
+	return f()
+}
+
