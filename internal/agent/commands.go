@@ -132,4 +132,3 @@ func safeCommand(f func() (string, error)) (s string, err error) {
 	}()
 	return f()
 }
-
