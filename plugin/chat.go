@@ -62,3 +62,20 @@ func (c *Ctx) sendPath(sandboxPath string, image bool) error {
 	}
 	return c.env.Sender().SendFile(c, name, f)
 }
+
+// AskModel asks one of the operator's model groups ("chat", the one that
+// answers turns, when group is ""; "vision" and others as the operator
+// configures them) a single question made of text and images, and returns
+// its answer: what vision, summary and translation plugins need. The
+// request counts toward the turn's model use. Outside a turn or run (a
+// hook, a command) it is unavailable (ErrNoService).
+func (c *Ctx) AskModel(group string, parts ...ContentPart) (string, error) {
+	if group == "" {
+		group = "chat"
+	}
+	answer, err := c.env.AskModel(c, group, parts)
+	if err != nil {
+		return "", fmt.Errorf("ask model group %s: %w", group, err)
+	}
+	return answer, nil
+}

@@ -20,6 +20,7 @@ type runEnv interface {
 	StoreOf(p *Plugin) Store
 	FilesOf(p *Plugin) FS
 	Sender() chatSender
+	AskModel(ctx context.Context, group string, parts []ContentPart) (string, error)
 }
 
 // Ctx is what a sandbox method receives. It is a context.Context, cancelled

@@ -73,7 +73,10 @@ type Config struct {
 	CommandPrefix string
 	// SuperUsers are the user ids that may use every command.
 	SuperUsers []string
-	Log        *slog.Logger
+	// ModelGroups are the operator's models besides the turns' own
+	// ("chat"), by group name ("vision", ...), for plugins' Ctx.AskModel.
+	ModelGroups map[string]llm.Model
+	Log         *slog.Logger
 }
 
 // Agent runs turns for every chat of a runtime.
@@ -241,6 +244,7 @@ func (a *Agent) Exec(ctx context.Context, chatKey, userID, code string, limits s
 	res, err := a.rt.Exec(ctx, runtime.ExecRequest{
 		ChatKey: chatKey, UserID: userID, Code: code, Limits: limits,
 		Chat: snd, Methods: a.rt.ChatView(ctx, chatKey, userID).Methods, // what a turn in this chat could call
+		Model: a.askModel(nil),
 		OnResult: func(m *pluginhost.MethodInfo, result json.RawMessage) {
 			if m.Type == plugin.Behavior {
 				a.recordResult(ctx, snd, m, result)

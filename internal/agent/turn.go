@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nekro-go/nekro/internal/llm"
@@ -47,6 +48,11 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 	}
 	userID := turnUser(claimed)
 	view := a.rt.ChatView(ctx, chatKey, userID)
+	var pluginUse modelUse // plugins' own model requests, counted with the turn's
+	defer func() {
+		turn.Requests += int(pluginUse.requests.Load())
+		turn.ModelUS += pluginUse.micros.Load()
+	}()
 	msgs := TurnPrompt(view, chatKey, history, claimed)
 	for i := 1; i <= a.cfg.MaxIterations; i++ {
 		comp, err := a.model.Complete(ctx, msgs)
@@ -65,7 +71,7 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 		snd := a.chats.Sender(chatKey, turn.ID) // a new budget for every run
 		res, err := a.rt.Exec(ctx, runtime.ExecRequest{
 			ChatKey: chatKey, UserID: userID, Code: code, Limits: a.cfg.Limits,
-			Chat: snd, Methods: view.Methods,
+			Chat: snd, Methods: view.Methods, Model: a.askModel(&pluginUse),
 			OnResult: func(m *pluginhost.MethodInfo, result json.RawMessage) {
 				if id := a.recordResult(ctx, snd, m, result); id != 0 && m.Type.EndsRun() {
 					agentMsgIDs.Store(id, true)
@@ -241,4 +247,36 @@ func runRecord(turn *chat.Turn, iteration int, code string, res *runtime.ExecRes
 	return chat.Run{RunID: res.RunID, ChatKey: res.ChatKey, TurnID: turn.ID, Iteration: iteration, Code: code,
 		Output: res.Output, StopType: res.StopType.String(), ExitCode: res.ExitCode, DurationMS: res.DurationMS,
 		Calls: calls, Note: res.Note, AgentMethod: res.AgentMethod, AgentResult: result}
+}
+
+// modelUse counts model requests plugins make during a turn.
+type modelUse struct {
+	requests atomic.Int64
+	micros   atomic.Int64
+}
+
+// askModel is a run's model access for its plugins (Ctx.AskModel),
+// counting into use when not nil.
+func (a *Agent) askModel(use *modelUse) func(ctx context.Context, group string, parts []plugin.ContentPart) (string, error) {
+	return func(ctx context.Context, group string, parts []plugin.ContentPart) (string, error) {
+		m := a.model
+		if group != "chat" {
+			var ok bool
+			if m, ok = a.cfg.ModelGroups[group]; !ok {
+				return "", fmt.Errorf("no model group %q is configured (set NEKRO_LLM_%s_MODEL)", group, strings.ToUpper(group))
+			}
+		}
+		if len(parts) == 0 {
+			return "", fmt.Errorf("the question is empty")
+		}
+		comp, err := m.Complete(ctx, []llm.ChatMessage{{Role: "user", Content: llm.Content{Parts: parts}}})
+		if use != nil {
+			use.requests.Add(int64(max(comp.Attempts, 1)))
+			use.micros.Add(comp.Duration.Microseconds())
+		}
+		if err != nil {
+			return "", err
+		}
+		return comp.Text, nil
+	}
 }

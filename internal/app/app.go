@@ -62,6 +62,9 @@ type Config struct {
 	// LLM names the model; when incomplete the agent answers no turn and
 	// says why (runs without a model still work).
 	LLM llm.Config
+	// ModelGroups are further models by group name, for plugins'
+	// Ctx.AskModel (llm.GroupsFromEnv).
+	ModelGroups map[string]llm.Config
 	// Agent tunes turns.
 	Agent agent.Config
 	Log   *slog.Logger
@@ -164,6 +167,19 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 			return nil, err
 		}
 		model, a.Model = c, c.Model()
+	}
+	for name, gc := range cfg.ModelGroups {
+		if err := gc.Check(); err != nil {
+			return nil, fmt.Errorf("model group %s: %w", name, err)
+		}
+		c, err := llm.NewClient(gc)
+		if err != nil {
+			return nil, fmt.Errorf("model group %s: %w", name, err)
+		}
+		if ac.ModelGroups == nil {
+			ac.ModelGroups = map[string]llm.Model{}
+		}
+		ac.ModelGroups[name] = c
 	}
 	a.Agent = agent.New(a.Runtime, a.Chats, model, ac)
 	a.closers = append(a.closers, a.Agent.Shutdown)

@@ -47,6 +47,7 @@ until --shutdown-timeout, then their runs are stopped.`,
 			ac.Runtime.SharedIdle = 30 * time.Minute
 			ac.LLM = llm.ConfigFromEnv()
 			ac.LLM.BaseURL, ac.LLM.Model = baseURL, model
+			ac.ModelGroups = llm.GroupsFromEnv(ac.LLM)
 			ac.Agent = agent.Config{MaxIterations: maxIterations, CommandPrefix: commandPrefix, SuperUsers: superUsers}
 			srv, err := server.Start(ctx, server.Options{
 				Listen:          listen,

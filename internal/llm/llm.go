@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -346,4 +347,33 @@ type None struct{ Reason error }
 // Complete returns the reason there is no model.
 func (n None) Complete(context.Context, []ChatMessage) (Completion, error) {
 	return Completion{}, n.Reason
+}
+
+// groupEnv matches NEKRO_LLM_<GROUP>_MODEL, a model group's model.
+var groupEnv = regexp.MustCompile(`^NEKRO_LLM_([A-Z0-9_]+)_MODEL$`)
+
+// GroupsFromEnv reads the operator's model groups besides "chat" (the
+// turns' model, NEKRO_LLM_*): each NEKRO_LLM_<GROUP>_MODEL names a group,
+// e.g. NEKRO_LLM_VISION_MODEL the group "vision", with its own
+// NEKRO_LLM_<GROUP>_BASE_URL and NEKRO_LLM_<GROUP>_API_KEY, or chat's
+// endpoint (and key, only for that same endpoint) when they are unset.
+func GroupsFromEnv(chat Config) map[string]Config {
+	out := map[string]Config{}
+	for _, kv := range os.Environ() {
+		name, model, _ := strings.Cut(kv, "=")
+		m := groupEnv.FindStringSubmatch(name)
+		if m == nil || model == "" {
+			continue
+		}
+		g := m[1]
+		c := Config{BaseURL: os.Getenv("NEKRO_LLM_" + g + "_BASE_URL"), APIKey: os.Getenv("NEKRO_LLM_" + g + "_API_KEY"), Model: model}
+		if c.BaseURL == "" || c.BaseURL == chat.BaseURL {
+			c.BaseURL = chat.BaseURL
+			if c.APIKey == "" {
+				c.APIKey = chat.APIKey
+			}
+		}
+		out[strings.ToLower(g)] = c
+	}
+	return out
 }

@@ -43,6 +43,17 @@ type RunEnv struct {
 	FS plugin.FS
 	// Chat sends messages to this run's chat.
 	Chat ChatSender
+	// Model answers Ctx.AskModel: group, and the question's parts; nil
+	// leaves the run without model access.
+	Model func(ctx context.Context, group string, parts []plugin.ContentPart) (string, error)
+}
+
+// AskModel asks the run's model access, if any.
+func (e *RunEnv) AskModel(ctx context.Context, group string, parts []plugin.ContentPart) (string, error) {
+	if e.Model == nil {
+		return "", plugin.ErrNoService
+	}
+	return e.Model(ctx, group, parts)
 }
 
 // Info returns the run's identity.

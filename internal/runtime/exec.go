@@ -33,6 +33,8 @@ type ExecRequest struct {
 	// Chat receives what plugins send to the chat (ctx.SendText and
 	// friends); nil leaves the run without one.
 	Chat pluginhost.ChatSender
+	// Model answers the run's plugins' Ctx.AskModel; nil: unavailable.
+	Model func(ctx context.Context, group string, parts []plugin.ContentPart) (string, error)
 	// Methods are the methods the run's code may call (its stubs, and
 	// the only ones its calls reach): the chat's view (ChatView). Nil
 	// means every enabled plugin's.
@@ -224,6 +226,7 @@ func (rt *Runtime) release(ctx context.Context, pr *preparedRun, req ExecRequest
 	}}
 	env.StoreFor = rt.storeFor
 	env.Chat = req.Chat
+	env.Model = req.Model
 	fsys, err := files.NewFS(rt.layout, env.RunInfo, rt.cfg.Files)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nekro-go/nekro/internal/llm"
 	"github.com/nekro-go/nekro/internal/llm/llmtest"
 	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/server"
@@ -600,5 +601,51 @@ func TestChatCommandsNeedNoModel(t *testing.T) {
 	// Not a command: the model is needed (and missing).
 	if st := e.call("POST", "/api/chats/k1/messages", map[string]string{"user_id": "u1", "text": "/unknown thing"}, nil); st != http.StatusServiceUnavailable {
 		t.Errorf("an unknown command went past the missing model: %d", st)
+	}
+}
+
+// A Go plugin that asks the operator's vision model about a picture.
+var lookPlugin = func() *plugin.Plugin {
+	p := plugin.New(plugin.Meta{Name: "Look", ModuleName: "look", Author: "tester", Version: "1.0.0"})
+	plugin.MountSandboxMethod(p, plugin.Method{Type: plugin.Tool, Name: "look", Description: "Describe a picture.", Doc: "Describe the test picture."},
+		func(ctx *plugin.Ctx, _ struct{}) (string, error) {
+			return ctx.AskModel("vision", plugin.TextPart("What is this?"), plugin.ImagePart("data:image/png;base64,iVBORw0KGgo="))
+		})
+	plugin.MountSandboxMethod(p, plugin.Method{Type: plugin.Tool, Name: "look_elsewhere", Description: "Ask a missing group.", Doc: "Ask the drawing group."},
+		func(ctx *plugin.Ctx, _ struct{}) (string, error) {
+			return ctx.AskModel("drawing", plugin.TextPart("Draw a cat"))
+		})
+	return p
+}()
+
+// Plugins reach the operator's model groups: the vision group answers the
+// picture, its request counts with the turn's, and a group nobody
+// configured is a clear error.
+func TestPluginsAskTheModelGroups(t *testing.T) {
+	var e *env
+	model := func(r llmtest.Request) llmtest.Reply {
+		if r.Model == "vision-model" {
+			if len(r.ImageURLs()) == 1 && r.Contains("What is this?") {
+				return llmtest.Reply{Text: "a very small cat"}
+			}
+			return llmtest.Reply{Text: "no picture came"}
+		}
+		return llmtest.Code(`print(look())`)
+	}
+	e = startEnv(t, model, func(o *server.Options) {
+		o.App.Runtime.Plugins = append(pluginhost.Registered(), lookPlugin)
+	})
+	e.stop()
+	e.opts.App.ModelGroups = map[string]llm.Config{"vision": {BaseURL: e.model.URL, Model: "vision-model", RetryBase: time.Millisecond}}
+	e.start()
+	var res struct{ Output string }
+	e.call("POST", "/api/chats/m1/exec", map[string]string{"code": "print(look())\ntry:\n    look_elsewhere()\nexcept Exception as e:\n    print(e)"}, &res)
+	if want := "a very small cat\nask model group drawing: no model group \"drawing\" is configured (set NEKRO_LLM_DRAWING_MODEL)"; strings.TrimSpace(res.Output) != want {
+		t.Errorf("exec: %q, want %q", res.Output, want)
+	}
+	e.post("m2", "u1", "Ann", "what is in the picture?")
+	turns := e.waitTurns("m2", 1)
+	if turns[0].Status != "done" || turns[0].Requests != 2 {
+		t.Errorf("turn %+v: want done with 2 model requests (the turn's and the plugin's)", turns[0])
 	}
 }
