@@ -79,3 +79,15 @@ func (c *Ctx) AskModel(group string, parts ...ContentPart) (string, error) {
 	}
 	return answer, nil
 }
+
+// History returns the latest limit messages of the run's own chat (never
+// another's), oldest first, each as the AI reads it in the prompt:
+// "[#id time] name (user id ...): text". Unavailable outside a run or
+// turn (ErrNoService).
+func (c *Ctx) History(limit int) ([]string, error) {
+	h, err := c.env.ChatHistory(c, limit)
+	if err != nil {
+		return nil, fmt.Errorf("chat history: %w", err)
+	}
+	return h, nil
+}

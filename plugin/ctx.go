@@ -21,6 +21,7 @@ type runEnv interface {
 	FilesOf(p *Plugin) FS
 	Sender() chatSender
 	AskModel(ctx context.Context, group string, parts []ContentPart) (string, error)
+	ChatHistory(ctx context.Context, limit int) ([]string, error)
 }
 
 // Ctx is what a sandbox method receives. It is a context.Context, cancelled

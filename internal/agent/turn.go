@@ -72,6 +72,7 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 		res, err := a.rt.Exec(ctx, runtime.ExecRequest{
 			ChatKey: chatKey, UserID: userID, Code: code, Limits: a.cfg.Limits,
 			Chat: snd, Methods: view.Methods, Model: a.askModel(&pluginUse),
+			History: a.historyOf(chatKey),
 			OnResult: func(m *pluginhost.MethodInfo, result json.RawMessage) {
 				if id := a.recordResult(ctx, snd, m, result); id != 0 && m.Type.EndsRun() {
 					agentMsgIDs.Store(id, true)
@@ -278,5 +279,23 @@ func (a *Agent) askModel(use *modelUse) func(ctx context.Context, group string, 
 			return "", err
 		}
 		return comp.Text, nil
+	}
+}
+
+// historyOf is a run's access to its own chat's history (Ctx.History).
+func (a *Agent) historyOf(chatKey string) func(ctx context.Context, limit int) ([]string, error) {
+	return func(ctx context.Context, limit int) ([]string, error) {
+		if limit <= 0 || limit > a.cfg.MaxHistory*10 {
+			limit = a.cfg.MaxHistory * 10
+		}
+		ms, err := a.chats.History(ctx, chatKey, limit)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]string, len(ms))
+		for i, m := range ms {
+			out[i] = strings.TrimRight(renderMessage(m), "\n")
+		}
+		return out, nil
 	}
 }

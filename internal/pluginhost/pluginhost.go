@@ -46,6 +46,17 @@ type RunEnv struct {
 	// Model answers Ctx.AskModel: group, and the question's parts; nil
 	// leaves the run without model access.
 	Model func(ctx context.Context, group string, parts []plugin.ContentPart) (string, error)
+	// History answers Ctx.History: the latest limit messages of this
+	// run's chat, rendered; nil leaves the run without it.
+	History func(ctx context.Context, limit int) ([]string, error)
+}
+
+// ChatHistory answers Ctx.History for the run's own chat.
+func (e *RunEnv) ChatHistory(ctx context.Context, limit int) ([]string, error) {
+	if e.History == nil {
+		return nil, plugin.ErrNoService
+	}
+	return e.History(ctx, limit)
 }
 
 // AskModel asks the run's model access, if any.

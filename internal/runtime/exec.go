@@ -35,6 +35,9 @@ type ExecRequest struct {
 	Chat pluginhost.ChatSender
 	// Model answers the run's plugins' Ctx.AskModel; nil: unavailable.
 	Model func(ctx context.Context, group string, parts []plugin.ContentPart) (string, error)
+	// History answers the run's plugins' Ctx.History (this chat's); nil:
+	// unavailable.
+	History func(ctx context.Context, limit int) ([]string, error)
 	// Methods are the methods the run's code may call (its stubs, and
 	// the only ones its calls reach): the chat's view (ChatView). Nil
 	// means every enabled plugin's.
@@ -227,6 +230,7 @@ func (rt *Runtime) release(ctx context.Context, pr *preparedRun, req ExecRequest
 	env.StoreFor = rt.storeFor
 	env.Chat = req.Chat
 	env.Model = req.Model
+	env.History = req.History
 	fsys, err := files.NewFS(rt.layout, env.RunInfo, rt.cfg.Files)
 	if err != nil {
 		return err

@@ -615,6 +615,14 @@ var lookPlugin = func() *plugin.Plugin {
 		func(ctx *plugin.Ctx, _ struct{}) (string, error) {
 			return ctx.AskModel("drawing", plugin.TextPart("Draw a cat"))
 		})
+	plugin.MountSandboxMethod(p, plugin.Method{Type: plugin.Tool, Name: "recall", Description: "Last message.", Doc: "The chat's last message."},
+		func(ctx *plugin.Ctx, _ struct{}) (string, error) {
+			h, err := ctx.History(5)
+			if err != nil || len(h) == 0 {
+				return "", err
+			}
+			return h[len(h)-1], nil
+		})
 	return p
 }()
 
@@ -642,6 +650,16 @@ func TestPluginsAskTheModelGroups(t *testing.T) {
 	e.call("POST", "/api/chats/m1/exec", map[string]string{"code": "print(look())\ntry:\n    look_elsewhere()\nexcept Exception as e:\n    print(e)"}, &res)
 	if want := "a very small cat\nask model group drawing: no model group \"drawing\" is configured (set NEKRO_LLM_DRAWING_MODEL)"; strings.TrimSpace(res.Output) != want {
 		t.Errorf("exec: %q, want %q", res.Output, want)
+	}
+	// Ctx.History: the run's own chat, as the prompt shows it.
+	e.call("POST", "/api/chats/m1/exec", map[string]string{"code": `send_msg_text(_ck, "remember the milk")`}, nil)
+	e.call("POST", "/api/chats/m1/exec", map[string]string{"code": "print(recall())"}, &res)
+	if !strings.Contains(res.Output, "remember the milk") || !strings.HasPrefix(res.Output, "[#") {
+		t.Errorf("recall: %q", res.Output)
+	}
+	e.call("POST", "/api/chats/m9/exec", map[string]string{"code": "print(repr(recall()))"}, &res)
+	if strings.TrimSpace(res.Output) != "''" {
+		t.Errorf("another chat's recall: %q", res.Output)
 	}
 	e.post("m2", "u1", "Ann", "what is in the picture?")
 	turns := e.waitTurns("m2", 1)
