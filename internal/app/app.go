@@ -170,7 +170,8 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	for name, gc := range cfg.ModelGroups {
 		if err := gc.Check(); err != nil {
-			return nil, fmt.Errorf("model group %s: %w", name, err)
+			cfg.Log.Warn("model group left out: its configuration is incomplete", "group", name, "err", err)
+			continue
 		}
 		c, err := llm.NewClient(gc)
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/nekro-go/nekro/internal/db"
 	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/kv"
+	"github.com/nekro-go/nekro/internal/llm"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/uids"
 )
@@ -179,7 +180,11 @@ func (g *globals) enableList() []string {
 
 // config returns the configuration the shared flags describe.
 func (g *globals) config() app.Config {
+	chatModel := llm.ConfigFromEnv()
 	return app.Config{DataDir: g.dataDir, DatabaseURL: g.database, Log: g.logger(),
+		// Plugins may ask the operator's models (Ctx.AskModel) from any
+		// command that runs code, nekro exec included.
+		LLM: chatModel, ModelGroups: llm.GroupsFromEnv(chatModel),
 		KV:         kv.Limits{MaxValueBytes: g.kvValue, QuotaBytes: g.kvQuotaBytes(), QuotaHint: kvQuotaHint},
 		PluginDirs: g.pluginDirs, Enable: g.enableList(), PythonIndex: g.pythonIndex,
 		Runtime: runtime.Config{Python: g.python, MaxConcurrentRuns: g.maxRuns, CallTimeout: g.callTimeout,
