@@ -43,6 +43,7 @@ type hookFlags struct {
 	Init, Cleanup, Reset bool
 	PromptInject         bool `json:"prompt_inject"`
 	CollectMethods       bool `json:"collect_methods"`
+	UserMessage          bool `json:"user_message"`
 }
 
 // hello is what a plugin process says first.
@@ -279,6 +280,21 @@ func (h *host) build(hl *hello) (err error) {
 			return text, err
 		})
 	}
+	if hl.Hooks.UserMessage {
+		p.OnUserMessage(func(ctx *plugin.Ctx, text string) plugin.Signal {
+			args, _ := json.Marshal(map[string]string{"chat_key": ctx.ChatKey(), "user_id": ctx.UserID(), "text": text})
+			raw, err := h.request(ctx, message{Op: "user_message", Args: args}, "")
+			var s int
+			if err == nil {
+				err = json.Unmarshal(raw, &s)
+			}
+			if err != nil {
+				h.log.Warn("mount_on_user_message failed: the message goes on", "chat", ctx.ChatKey(), "err", err)
+				return plugin.Continue
+			}
+			return plugin.Signal(s)
+		})
+	}
 	if hl.Hooks.CollectMethods {
 		p.OnCollectMethods(func(ctx *plugin.Ctx) []string {
 			var names []string
@@ -298,6 +314,10 @@ func (h *host) build(hl *hello) (err error) {
 	}
 	return nil
 }
+
+// turnHookOps are the requests a late answer to only leaves out (the
+// process is not restarted for them).
+var turnHookOps = map[string]bool{"prompt_inject": true, "collect_methods": true, "user_message": true}
 
 // turnHook asks the process for a per-turn hook's answer about ctx's chat.
 func (h *host) turnHook(ctx *plugin.Ctx, op string, out any) error {
@@ -413,7 +433,7 @@ func (h *host) request(ctx context.Context, m message, token string) (json.RawMe
 	// A per-turn hook that is late is only left out of the turn: the
 	// process, busy perhaps with a slow service, is not restarted for it.
 	var outOfTime <-chan time.Time
-	if dl, ok := ctx.Deadline(); ok && m.Op != "prompt_inject" && m.Op != "collect_methods" {
+	if dl, ok := ctx.Deadline(); ok && !turnHookOps[m.Op] {
 		left := time.Until(dl)
 		t := time.NewTimer(left - min(left/10, deadlineMargin))
 		defer t.Stop()

@@ -510,7 +510,10 @@ var gatePlugin = func() *plugin.Plugin {
 // seen by the next turn; a late hook does not hold a message.
 func TestMessageHooksBlockMessages(t *testing.T) {
 	model := func(r llmtest.Request) llmtest.Reply { return llmtest.Code(`print("ok")`) }
-	e := startEnv(t, model, func(o *server.Options) { o.App.Runtime.Plugins = append(pluginhost.Registered(), gatePlugin) })
+	e := startEnv(t, model, func(o *server.Options) {
+		o.App.Runtime.Plugins = append(pluginhost.Registered(), gatePlugin)
+		o.App.PluginDirs = []string{pyPlugins} // pynotes screens messages too (mount_on_user_message)
+	})
 	var out struct {
 		Message *struct{ ID int64 } `json:"message"`
 		Dropped string              `json:"dropped"`
@@ -519,7 +522,12 @@ func TestMessageHooksBlockMessages(t *testing.T) {
 		out.Message != nil || out.Dropped == "" {
 		t.Fatalf("drop: %d %+v", st, out)
 	}
+	if st := e.call("POST", "/api/chats/g1/messages", map[string]string{"user_id": "u1", "text": "buy SPAM now"}, &out); st != http.StatusOK ||
+		out.Message != nil {
+		t.Fatalf("the Python hook's BLOCK_ALL: %d %+v", st, out)
+	}
 	e.post("g1", "u1", "Ann", "note to self")
+	e.post("g1", "u1", "Ann", "fyi the meeting moved") // the Python hook's BLOCK_TRIGGER
 	time.Sleep(300 * time.Millisecond)
 	if n := len(e.model.RequestsFor("g1")); n != 0 || len(e.turns("g1")) != 0 {
 		t.Fatalf("a blocked trigger started a turn: %d requests", n)
@@ -530,7 +538,8 @@ func TestMessageHooksBlockMessages(t *testing.T) {
 		t.Fatalf("turns %+v", turns)
 	}
 	reqs := e.model.RequestsFor("g1")
-	if len(reqs) != 1 || !reqs[0].Contains("note to self") || reqs[0].Contains("drop this") {
+	if len(reqs) != 1 || !reqs[0].Contains("note to self") || !reqs[0].Contains("fyi the meeting") || reqs[0].Contains("drop this") ||
+		reqs[0].Contains("SPAM") {
 		t.Errorf("the turn's prompt must show the stored note and not the dropped message")
 	}
 	hist := strings.Join(texts(e.history("g1")), "\n")

@@ -92,7 +92,8 @@ def describe(plugin: NekroPlugin) -> dict:
         "hooks": {"init": plugin.init_method is not None, "cleanup": plugin.cleanup_method is not None,
                   "reset": plugin.on_reset_method is not None,
                   "prompt_inject": plugin.prompt_inject_method is not None,
-                  "collect_methods": plugin.collect_methods_method is not None},
+                  "collect_methods": plugin.collect_methods_method is not None,
+                  "user_message": plugin.user_message_method is not None},
     }
 
 
@@ -198,6 +199,17 @@ class Host:
                 if f:
                     args = (AgentCtx(from_chat_key=a.get("chat_key")),) if inspect.signature(f).parameters else ()
                     await self.run(f, *args)
+            elif op == "user_message":
+                result = 0
+                f = self.plugin.user_message_method
+                if f:
+                    from nekro_agent.schemas.chat_message import ChatMessage
+
+                    ctx = AgentCtx(from_chat_key=a.get("chat_key"), from_user_id=a.get("user_id"))
+                    msg = ChatMessage(chat_key=a.get("chat_key") or "", sender_id=a.get("user_id") or "",
+                                      sender_name=a.get("user_id") or "", content_text=a.get("text") or "")
+                    signal = await self.run(f, ctx, msg)
+                    result = 0 if signal is None else int(getattr(signal, "value", signal))
             elif op in ("prompt_inject", "collect_methods"):
                 f = self.plugin.prompt_inject_method if op == "prompt_inject" else self.plugin.collect_methods_method
                 result = None

@@ -150,3 +150,17 @@ async def collect(_ctx: AgentCtx):
     if _ctx.from_chat_key == "quiet":
         return [read_note]
     return [f for f, _t, _n, _d in plugin.sandbox_methods]
+
+
+from nekro_agent.api.signal import MsgSignal
+from nekro_agent.schemas.chat_message import ChatMessage
+
+
+@plugin.mount_on_user_message()
+async def screen(_ctx: AgentCtx, message: ChatMessage):
+    """Drop messages that shout SPAM; keep "fyi ..." without a turn."""
+    if "SPAM" in message.content_text:
+        return MsgSignal.BLOCK_ALL
+    if message.content_text.startswith("fyi"):
+        return MsgSignal.BLOCK_TRIGGER
+    return None

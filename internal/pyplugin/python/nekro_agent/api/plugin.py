@@ -80,6 +80,7 @@ class NekroPlugin:
         self.on_reset_method: Optional[Callable] = None
         self.prompt_inject_method: Optional[Callable] = None
         self.collect_methods_method: Optional[Callable] = None
+        self.user_message_method: Optional[Callable] = None
         self.config_class = None
         self._data_dir: Optional[str] = None
         self.logger = logging.getLogger("nekro_agent.plugin." + self.key)
@@ -128,6 +129,17 @@ class NekroPlugin:
 
         def deco(func):
             self.prompt_inject_method = func
+            return func
+
+        return deco
+
+    def mount_on_user_message(self):
+        """A hook that sees every user message before it is stored:
+        async def f(_ctx, message: ChatMessage) -> MsgSignal | None
+        (2 s at most; a late or failing hook counts as CONTINUE)."""
+
+        def deco(func):
+            self.user_message_method = func
             return func
 
         return deco

@@ -1,0 +1,1 @@
+"""Data shapes plugins receive."""
