@@ -20,6 +20,8 @@ type chatSender = interface {
 	// SendImage posts content as an image attachment called name; content
 	// that is not an image is refused.
 	SendImage(ctx context.Context, name string, content io.Reader) error
+	// AddSystem records text as a system message of the chat.
+	AddSystem(ctx context.Context, text string) error
 }
 
 // SendText posts text to the run's chat as the assistant's message.
@@ -90,4 +92,14 @@ func (c *Ctx) History(limit int) ([]string, error) {
 		return nil, fmt.Errorf("chat history: %w", err)
 	}
 	return h, nil
+}
+
+// AddSystemMessage records text in the run's chat as a system message: a
+// note to the AI, which reads it in its next request (it shows as SYSTEM
+// in the history and starts no turn of its own).
+func (c *Ctx) AddSystemMessage(text string) error {
+	if c.env.Sender() == nil {
+		return fmt.Errorf("add system message: %w", ErrNoService)
+	}
+	return c.env.Sender().AddSystem(c, text)
 }

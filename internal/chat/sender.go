@@ -242,6 +242,13 @@ func (c *RunSender) send(ctx context.Context, name, kind string, content io.Read
 	return err
 }
 
+// AddSystem stores text as a system message of the run (a plugin's note
+// to the AI, Ctx.AddSystemMessage), as Record does.
+func (c *RunSender) AddSystem(ctx context.Context, text string) error {
+	_, err := c.Record(ctx, text)
+	return err
+}
+
 // Record stores text as a system message of the run: the host's record of
 // a method's result. Text over MaxTextBytes is cut, with a note. Records
 // count against the run's message budget; the first one past it is

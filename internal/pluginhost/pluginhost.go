@@ -31,6 +31,8 @@ type ChatSender = interface {
 	// SendImage posts content as an image attachment called name; content
 	// that is not an image is refused.
 	SendImage(ctx context.Context, name string, content io.Reader) error
+	// AddSystem records text as a system message of the chat.
+	AddSystem(ctx context.Context, text string) error
 }
 
 // RunEnv is what the runtime lends the methods of one run.

@@ -5,9 +5,18 @@
 // Unlike the reference, where any chat key is accepted, so one chat's code
 // can write into another chat, a chat key other than the run's own is
 // refused with an error that tells the code to pass _ck.
+//
+// As the reference's, it guards against repeats (an identical recent
+// message or file is skipped with a note to the AI, or refused in strict
+// mode; a very similar text draws a note), offers view_str_content, an
+// AGENT pager for long strings, and tells the AI what the chat supports.
+// The recent messages it compares live in the KV store (chat scope), so
+// the guard holds across restarts and replicas; a chat's reset clears
+// them.
 package basic
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -45,8 +54,56 @@ Example:
     send_msg_file(_ck, "/app/shared/report.txt")`,
 	}, sendFile)
 
+	plugin.MountSandboxMethod(p, plugin.Method{
+		Type: plugin.Agent, Name: "view_str_content", Description: "查看字符串内容",
+		Doc: `View a string's content, a page of lines at a time, to "see" data while you work
+(a file you read, a table printed with pandas, a long result). The run ends
+here and the page comes back to you.
+
+Returns:
+    str: the lines asked for, under a header with the total line count,
+    whether the page was cut, and the call for the next page.
+
+Example:
+    import pandas as pd
+    df = pd.read_csv("/app/uploads/data.csv")
+    view_str_content(df.to_string())                                 # lines 1-100
+    view_str_content(df.to_string(), start_line=101, end_line=200)   # the next page`,
+	}, viewStrContent)
+
+	p.OnCollectMethods(func(ctx *plugin.Ctx) []string {
+		names := []string{"send_msg_text", "send_msg_file"}
+		if settings.Get().EnableViewStrContent {
+			names = append(names, "view_str_content")
+		}
+		return names
+	})
+	p.OnPromptInject(func(ctx *plugin.Ctx) (string, error) {
+		return "Current Adapter Support Feature:\nReference_Message: False\n" +
+			"Use `send_msg_file` for images/files instead of embedding file-like markup in `message_text`.", nil
+	})
+	p.OnChannelReset(func(ctx context.Context, chatKey string) error {
+		st := p.Store()
+		if _, err := st.Delete(ctx, plugin.Chat(chatKey), recentTextsKey); err != nil {
+			return err
+		}
+		_, err := st.Delete(ctx, plugin.Chat(chatKey), recentFilesKey)
+		return err
+	})
 	plugin.Register(p)
 }
+
+// Settings are the reference's BasicConfig, under its field names.
+type Settings struct {
+	SimilarityMessageFilter bool    `json:"SIMILARITY_MESSAGE_FILTER" title:"Filter repeated messages" description:"skip a message identical to a recent one, and note very similar ones to the AI"`
+	StrictMessageFilter     bool    `json:"STRICT_MESSAGE_FILTER" title:"Strict repeat filter" description:"refuse an identical message with an error instead of skipping it"`
+	SimilarityThreshold     float64 `json:"SIMILARITY_THRESHOLD" title:"Similarity warning threshold" description:"a text more similar than this to a recent one draws a note to the AI" min:"0" max:"1"`
+	SimilarityCheckLength   int     `json:"SIMILARITY_CHECK_LENGTH" title:"Similarity check length" description:"texts shorter than this are not compared for similarity" min:"1"`
+	EnableViewStrContent    bool    `json:"ENABLE_VIEW_STR_CONTENT" title:"Offer view_str_content" description:"let the AI page through long strings"`
+}
+
+var settings = plugin.MountConfig(p, Settings{SimilarityMessageFilter: true, SimilarityThreshold: 0.7,
+	SimilarityCheckLength: 12, EnableViewStrContent: true})
 
 var p = plugin.New(plugin.Meta{
 	Name:        "Basic messaging",
@@ -84,6 +141,10 @@ func sendText(ctx *plugin.Ctx, a TextArgs) (any, error) {
 	if strings.TrimSpace(a.MessageText) == "" {
 		return nil, errors.New("the message is empty")
 	}
+	send, err := guard(ctx, recentTextsKey, a.MessageText, 10, "message")
+	if err != nil || !send {
+		return nil, err
+	}
 	return nil, ctx.SendText(a.MessageText)
 }
 
@@ -100,6 +161,14 @@ func sendFile(ctx *plugin.Ctx, a FileArgs) (any, error) {
 	}
 	image, err := isImage(ctx, path)
 	if err != nil {
+		return nil, err
+	}
+	sum, err := fileSum(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	send, err := guard(ctx, recentFilesKey, sum, 3, "file")
+	if err != nil || !send {
 		return nil, err
 	}
 	if image {
