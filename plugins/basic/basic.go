@@ -141,11 +141,7 @@ func sendText(ctx *plugin.Ctx, a TextArgs) (any, error) {
 	if strings.TrimSpace(a.MessageText) == "" {
 		return nil, errors.New("the message is empty")
 	}
-	send, err := guard(ctx, recentTextsKey, a.MessageText, 10, "message")
-	if err != nil || !send {
-		return nil, err
-	}
-	return nil, ctx.SendText(a.MessageText)
+	return nil, guard(ctx, recentTextsKey, a.MessageText, 10, "message", func() error { return ctx.SendText(a.MessageText) })
 }
 
 func sendFile(ctx *plugin.Ctx, a FileArgs) (any, error) {
@@ -167,14 +163,12 @@ func sendFile(ctx *plugin.Ctx, a FileArgs) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	send, err := guard(ctx, recentFilesKey, sum, 3, "file")
-	if err != nil || !send {
-		return nil, err
-	}
-	if image {
-		return nil, ctx.SendImage(path)
-	}
-	return nil, ctx.SendFile(path)
+	return nil, guard(ctx, recentFilesKey, sum, 3, "file", func() error {
+		if image {
+			return ctx.SendImage(path)
+		}
+		return ctx.SendFile(path)
+	})
 }
 
 // isImage sniffs the file's first bytes.

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 
@@ -26,56 +25,72 @@ const (
 		"You should KEEP YOUR RESPONSE USEFUL and not redundant and cumbersome!"
 )
 
-// guard checks item (a text, or a file's digest) against the chat's recent
-// ones under key, as the reference does: an identical one is skipped with
+// recentItem is one thing the chat was sent: its digest (to find an
+// identical one) and, for texts, its start (to find a similar one).
+type recentItem struct {
+	Sum  string `json:"h"`
+	Text string `json:"t,omitempty"`
+}
+
+// guard checks item (a text, or a file's digest) against the chat's last
+// five under key, as the reference does: an identical one is skipped with
 // a note to the AI (an error in strict mode) and clears the list, so a
-// deliberate resend goes through; a text very similar to a recent one is
-// sent with a note. It records what is sent, keeping the last keep.
-func guard(ctx *plugin.Ctx, key, item string, keep int, what string) (send bool, err error) {
+// deliberate resend goes through; a text very similar to a recent one
+// draws a note. send, when the item may go, sends it; only what was sent
+// is remembered (the last keep).
+func guard(ctx *plugin.Ctx, key, item string, keep int, what string, send func() error) error {
 	cfg := settings.Get()
 	if !cfg.SimilarityMessageFilter {
-		return true, nil
+		return send()
 	}
-	var repeated, similar bool
-	_, err = ctx.Store().Update(ctx, plugin.Chat(ctx.ChatKey()), key, func(current string, found bool) (string, error) {
-		repeated, similar = false, false
-		var recent []string
+	st, scope := ctx.Store(), plugin.Chat(ctx.ChatKey())
+	sum := sha256.Sum256([]byte(item))
+	entry := recentItem{Sum: hex.EncodeToString(sum[:])}
+	if what == "message" {
+		entry.Text = string([]rune(item)[:min(len([]rune(item)), 2000)])
+	}
+	var recent []recentItem
+	if raw, found, err := st.Get(ctx, scope, key); err != nil {
+		return fmt.Errorf("repeat guard: %w", err)
+	} else if found {
+		json.Unmarshal([]byte(raw), &recent)
+	}
+	similar := false
+	for _, r := range recent[max(0, len(recent)-5):] {
+		if r.Sum == entry.Sum {
+			if _, err := st.Set(ctx, scope, key, "[]"); err != nil { // the next identical one goes through
+				return fmt.Errorf("repeat guard: %w", err)
+			}
+			if cfg.StrictMessageFilter {
+				return fmt.Errorf(identicalError, what)
+			}
+			return ctx.AddSystemMessage(fmt.Sprintf(identicalNote, what, what))
+		}
+		if what == "message" && similarity(entry.Text, r.Text, cfg.SimilarityCheckLength) > cfg.SimilarityThreshold {
+			similar = true
+		}
+	}
+	if err := send(); err != nil {
+		return err
+	}
+	if similar {
+		if err := ctx.AddSystemMessage(similarNote); err != nil {
+			return err
+		}
+	}
+	_, err := st.Update(ctx, scope, key, func(current string, found bool) (string, error) {
+		var recent []recentItem
 		if found {
 			json.Unmarshal([]byte(current), &recent)
 		}
-		window := recent[max(0, len(recent)-5):]
-		for _, r := range window {
-			if r == item {
-				repeated = true
-				return "[]", nil // the next identical one goes through
-			}
-		}
-		if what == "message" {
-			for _, r := range window {
-				if similarity(item, r, cfg.SimilarityCheckLength) > cfg.SimilarityThreshold {
-					similar = true
-					break
-				}
-			}
-		}
-		recent = append(recent, item)
+		recent = append(recent, entry)
 		b, err := json.Marshal(recent[max(0, len(recent)-keep):])
 		return string(b), err
 	})
-	if err != nil && !errors.Is(err, plugin.ErrNoService) {
-		return false, fmt.Errorf("repeat guard: %w", err)
+	if err != nil {
+		return fmt.Errorf("repeat guard: %w", err)
 	}
-	switch {
-	case repeated && cfg.StrictMessageFilter:
-		return false, fmt.Errorf(identicalError, what)
-	case repeated:
-		return false, ctx.AddSystemMessage(fmt.Sprintf(identicalNote, what, what))
-	case similar:
-		if err := ctx.AddSystemMessage(similarNote); err != nil {
-			return false, err
-		}
-	}
-	return true, nil
+	return nil
 }
 
 // similarity is difflib's ratio in spirit: twice the longest common
