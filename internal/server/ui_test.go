@@ -1,9 +1,15 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"html"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +17,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nekro-go/nekro/internal/pluginhost"
+	"github.com/nekro-go/nekro/internal/server"
+	"github.com/nekro-go/nekro/plugin"
 )
 
 // pngCode writes a real 2x2 PNG to /app/shared and sends it to the chat.
@@ -101,9 +111,10 @@ func TestUIIsServedWithoutTokenAndUploadsNeedOne(t *testing.T) {
 	}
 }
 
-// The page, in a real headless browser, shows a chat's history with its
-// image attachment, from a link carrying the token in its fragment.
-func TestUIShowsTheChatInABrowser(t *testing.T) {
+// chromiumPath finds the browser the UI tests drive, or skips the test
+// without it (fails on CI, where make test installs it).
+func chromiumPath(t *testing.T) string {
+	t.Helper()
 	chromium, err := exec.LookPath("chromium")
 	if err != nil {
 		if os.Getenv("CI") != "" {
@@ -111,22 +122,329 @@ func TestUIShowsTheChatInABrowser(t *testing.T) {
 		}
 		t.Skip("chromium is not installed (make test installs it)")
 	}
+	return chromium
+}
+
+// dumpDOM opens url in headless Chromium, lets the page run for budget of
+// virtual time (paused while requests are pending) and returns its DOM.
+func dumpDOM(t *testing.T, chromium, page string, budget time.Duration) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	// The browser's own temporary files (its singleton socket among them,
+	// whose path must stay short) go to a directory removed afterwards.
+	tmp, err := os.MkdirTemp("", "chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir="+filepath.Join(tmp, "profile"), fmt.Sprintf("--virtual-time-budget=%d", budget.Milliseconds()), "--dump-dom",
+		page)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	dom, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("chromium: %v\n%s", err, stderr)
+	}
+	return string(dom)
+}
+
+// The page, in a real headless browser, shows a chat's history with its
+// image attachment, from a link carrying the token in its fragment.
+func TestUIShowsTheChatInABrowser(t *testing.T) {
+	chromium := chromiumPath(t)
 	e := startEnv(t, nil, nil)
 	if st := e.call("POST", "/api/chats/webchat/exec", map[string]string{"code": pngCode, "user_id": "u"}, nil); st != 200 {
 		t.Fatalf("exec: %d", st)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+filepath.Join(t.TempDir(), "profile"), "--virtual-time-budget=5000", "--dump-dom",
-		e.base+"/#token="+testToken+"&chat=webchat")
-	dom, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("chromium: %v", err)
-	}
-	list := regexp.MustCompile(`(?s)<ol id="messages">.*?</ol>`).FindString(string(dom))
+	dom := dumpDOM(t, chromium, e.base+"/#token="+testToken+"&chat=webchat", 5*time.Second)
+	list := regexp.MustCompile(`(?s)<ol id="messages">.*?</ol>`).FindString(dom)
 	if !strings.Contains(list, "hello from the sandbox") || !regexp.MustCompile(`<img alt="[^"]+\.png" src="blob:`).MatchString(list) {
 		t.Errorf("the page does not show the chat:\n%s", list)
+	}
+}
+
+// A plugin whose settings take every kind of field the plugins page
+// generates, and whose texts are HTML the page must show as text.
+type formKindsSettings struct {
+	Notes    string            `json:"notes" title:"Notes" multiline:"true"`
+	Internal string            `json:"internal" hidden:"true"`
+	Verbose  bool              `json:"verbose" title:"Verbose"`
+	Ratio    float64           `json:"ratio" min:"0" max:"1"`
+	Mode     string            `json:"mode" choices:"fast,slow"`
+	Labels   map[string]string `json:"labels"`
+	Tags     []string          `json:"tags"`
+}
+
+var formKinds = func() *plugin.Plugin {
+	p := plugin.New(plugin.Meta{Name: "Form kinds", ModuleName: "formkinds", Author: "tester", Version: "1.0.0",
+		Description: `Settings of <i id="injected">every</i> kind`})
+	plugin.MountConfig(p, formKindsSettings{Internal: "hidden-value-4711", Ratio: 0.5, Mode: "fast", Tags: []string{"a"}})
+	plugin.MountSandboxMethod(p, plugin.Method{Type: plugin.Tool, Name: "kinds_echo", Description: "Echo.",
+		Doc: `Answer <img src="x" id="injected-doc"> as text.`},
+		func(ctx *plugin.Ctx, _ struct{}) (string, error) { return "echo", nil })
+	return p
+}()
+
+// driveScript plays the operator on the plugins page: it turns
+// tester.switchable off with its switch and fills in settings forms as a
+// user types, then writes what it did into #drive-log for the test to read
+// in the dumped DOM.
+const driveScript = `"use strict";
+(async () => {
+  const log = document.createElement("pre");
+  log.id = "drive-log";
+  document.body.append(log);
+  const note = (s) => { log.textContent += s + "\n"; };
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  const until = async (what, f) => {
+    for (let i = 0; i < 400; i++) {
+      const v = f();
+      if (v) return v;
+      await sleep(25);
+    }
+    throw new Error("gave up waiting for " + what);
+  };
+  const card = (key) => document.querySelector('article.plugin[data-key="' + key + '"]');
+  const form = (key) => card(key).querySelector("form.settings");
+  const field = (key, name) => form(key).querySelector('[data-field="' + name + '"]');
+  const input = (key, name) => field(key, name).querySelector("input, select, textarea");
+  const type = (key, name, text) => {
+    const i = input(key, name);
+    i.value = text;
+    i.dispatchEvent(new Event("input", { bubbles: true }));
+  };
+  const result = (key) => form(key).querySelector(".result").textContent;
+  const fieldError = (key, name) => field(key, name).querySelector(".field-error").textContent;
+  const save = (key) => form(key).querySelector('button[type="submit"]').click();
+  try {
+    await until("the plugin list", () => ["tester.greeter", "tester.switchable", "tester.formkinds", "tester.pyweather"].every(card));
+    note("listed");
+
+    card("tester.switchable").querySelector("input.enable").click();
+    await until("the switch's answer", () => card("tester.switchable").dataset.enabled === "false");
+    note("switched off: " + card("tester.switchable").querySelector(".state").textContent);
+
+    type("tester.greeter", "greeting", "ahoy from the browser");
+    save("tester.greeter");
+    await until("the greeting saved", () => result("tester.greeter").startsWith("Saved"));
+    note("greeter: " + result("tester.greeter"));
+
+    type("tester.greeter", "times", "9");
+    save("tester.greeter");
+    await until("times refused", () => fieldError("tester.greeter", "times"));
+    note("times: " + fieldError("tester.greeter", "times") + " / " + result("tester.greeter"));
+
+    type("tester.formkinds", "notes", "line one\nline two");
+    input("tester.formkinds", "verbose").click();
+    type("tester.formkinds", "ratio", "0.25");
+    const mode = input("tester.formkinds", "mode");
+    mode.value = [...mode.options].find((o) => o.textContent === "slow").value;
+    mode.dispatchEvent(new Event("change", { bubbles: true }));
+    type("tester.formkinds", "labels", '{"env": "prod"}');
+    type("tester.formkinds", "tags", "[oops");
+    save("tester.formkinds");
+    await until("bad JSON refused", () => fieldError("tester.formkinds", "tags"));
+    note("tags: " + fieldError("tester.formkinds", "tags") + " / " + result("tester.formkinds"));
+    type("tester.formkinds", "tags", '["a", "b"]');
+    save("tester.formkinds");
+    await until("the kinds saved", () => result("tester.formkinds").startsWith("Saved"));
+    note("formkinds: " + result("tester.formkinds"));
+
+    const secrets = [...document.querySelectorAll('#plugin-list input[type="password"]')].map((i) => i.value);
+    note("secret fields: " + JSON.stringify(secrets));
+    // Every control's live value, into the DOM the test searches for the secret.
+    note("values: " + JSON.stringify([...document.querySelectorAll("#plugin-list :is(input, select, textarea)")].map((i) => i.value)));
+    note("done");
+  } catch (e) {
+    note("error: " + e.message);
+  }
+})();
+`
+
+// drivenPage serves the UI through a proxy that adds script to the page,
+// from the page's own origin so its CSP lets the script run, and returns
+// the proxy's address.
+func drivenPage(t *testing.T, e *env, script string) string {
+	t.Helper()
+	target, err := url.Parse(e.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/ui/drive.js":
+			w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+			io.WriteString(w, script)
+		case "/":
+			resp, err := http.Get(e.base + "/")
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			defer resp.Body.Close()
+			page, _ := io.ReadAll(resp.Body)
+			tag := `<script src="/ui/app.js" defer></script>`
+			if !bytes.Contains(page, []byte(tag)) {
+				t.Errorf("the page does not load %s", tag)
+			}
+			page = bytes.Replace(page, []byte(tag), []byte(tag+`<script src="/ui/drive.js" defer></script>`), 1)
+			for k, v := range resp.Header {
+				w.Header()[k] = v
+			}
+			w.Header().Del("Content-Length")
+			w.WriteHeader(resp.StatusCode)
+			w.Write(page)
+		default:
+			proxy.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// The plugins page, in a real headless browser: it lists every plugin with
+// its methods, turns one off with its switch, and changes settings through
+// forms generated from their schemas, showing a refused value next to its
+// field; a secret never reaches the page, and an empty secret field keeps it.
+func TestUIPluginsPageInABrowser(t *testing.T) {
+	chromium := chromiumPath(t)
+	e := startEnv(t, nil, func(o *server.Options) {
+		o.App.PluginDirs = []string{pyPlugins}
+		o.App.Runtime.Plugins = append(pluginhost.Registered(), greeter, switchable, formKinds)
+	})
+	const secret = "s3cret-never-shown-0815"
+	if st := e.call("PUT", "/api/plugins/tester.greeter/config", map[string]any{"token": secret}, nil); st != http.StatusOK {
+		t.Fatalf("PUT greeter token: %d", st)
+	}
+	type pluginInfo struct {
+		Key     string `json:"key"`
+		Enabled bool   `json:"enabled"`
+		Config  *struct {
+			Values map[string]any `json:"values"`
+		} `json:"config"`
+	}
+	plugins := func() map[string]pluginInfo {
+		t.Helper()
+		var list struct{ Plugins []pluginInfo }
+		if st := e.call("GET", "/api/plugins", nil, &list); st != http.StatusOK {
+			t.Fatalf("GET /api/plugins: %d", st)
+		}
+		out := map[string]pluginInfo{}
+		for _, p := range list.Plugins {
+			out[p.Key] = p
+		}
+		return out
+	}
+	before := plugins()
+	if !before["tester.switchable"].Enabled {
+		t.Fatalf("switchable starts disabled: %+v", before["tester.switchable"])
+	}
+
+	dom := dumpDOM(t, chromium, drivenPage(t, e, driveScript)+"/#token="+testToken+"&view=plugins", 20*time.Second)
+	log := html.UnescapeString(regexp.MustCompile(`(?s)<pre id="drive-log">(.*?)</pre>`).FindStringSubmatch(dom + `<pre id="drive-log"></pre>`)[1])
+	if !strings.Contains(log, "\ndone\n") {
+		t.Fatalf("the page was not driven to the end:\n%s\n\nDOM:\n%s", log, dom)
+	}
+	t.Logf("drive log:\n%s", log)
+
+	// Every plugin is listed, with its methods' signatures and docs.
+	card := func(key string) string {
+		t.Helper()
+		c := regexp.MustCompile(`(?s)<article[^>]*data-key="` + regexp.QuoteMeta(key) + `"[^>]*>.*?</article>`).FindString(dom)
+		if c == "" {
+			t.Fatalf("no card for %s in the page:\n%s", key, dom)
+		}
+		return c
+	}
+	field := func(card, name string) string {
+		return regexp.MustCompile(`(?s)<div class="field[^"]*" data-field="` + regexp.QuoteMeta(name) + `">.*?</div>`).FindString(card)
+	}
+	for key := range before {
+		card(key)
+	}
+	greeterCard := card("tester.greeter")
+	mustContain(t, "greeter's card", html.UnescapeString(greeterCard), "greet() -> str")
+	mustContain(t, "greeter's card", greeterCard, "Greet as the settings say.")
+	mustContain(t, "pyweather's card", html.UnescapeString(card("tester.pyweather")), "weather_settings() -> str")
+
+	// The switch: the page shows the new state, the API agrees.
+	if c := card("tester.switchable"); !strings.Contains(c, `data-enabled="false"`) || !strings.Contains(c, "disabled") {
+		t.Errorf("switchable's card after the switch:\n%s", c)
+	}
+	after := plugins()
+	if after["tester.switchable"].Enabled {
+		t.Errorf("the API says switchable is still enabled")
+	}
+	if !after["tester.greeter"].Enabled || !after["tester.formkinds"].Enabled {
+		t.Errorf("other plugins were switched: %+v", after)
+	}
+
+	// The greeting changed; the out-of-range times was refused next to its
+	// field and changed nothing.
+	values := after["tester.greeter"].Config.Values
+	if values["greeting"] != "ahoy from the browser" || values["times"] != 1.0 || values["token"] != "********" {
+		t.Errorf("greeter's settings after the page: %v", values)
+	}
+	if f := field(greeterCard, "times"); !regexp.MustCompile(`class="field-error"[^>]*>setting times: must be at most 5, got 9<`).MatchString(f) ||
+		!strings.Contains(f, `type="number"`) || !strings.Contains(f, `min="1"`) || !strings.Contains(f, `max="5"`) {
+		t.Errorf("the times field does not show the refusal:\n%s", f)
+	}
+	// The empty secret field sent nothing: the plugin still has its token.
+	var res struct{ Output string }
+	if st := e.call("POST", "/api/chats/c1/exec", map[string]string{"code": "print(greet())"}, &res); st != http.StatusOK ||
+		strings.TrimSpace(res.Output) != "ahoy from the browser true" {
+		t.Errorf("greet after the page: %d %q", st, res.Output)
+	}
+	// The secret (and a hidden setting) never reached the page.
+	for _, s := range []string{secret, "hidden-value-4711"} {
+		if strings.Contains(dom, s) {
+			t.Errorf("the page's DOM holds %q", s)
+		}
+	}
+	if !regexp.MustCompile(`\nsecret fields: \[""(,"")+\]\n`).MatchString(log) { // greeter's and pyweather's
+		t.Errorf("secret fields hold values:\n%s", log)
+	}
+	if f := field(greeterCard, "token"); !strings.Contains(f, `type="password"`) || strings.Contains(f, "value=") || !strings.Contains(f, "set (hidden)") {
+		t.Errorf("the secret field:\n%s", f)
+	}
+
+	// Every kind of field, generated from the schema.
+	kinds := card("tester.formkinds")
+	for name, want := range map[string]string{
+		"notes":   "<textarea",
+		"verbose": `type="checkbox"`,
+		"ratio":   `type="number"`,
+		"mode":    "<select",
+		"labels":  `class="json"`,
+		"tags":    `class="json"`,
+	} {
+		if f := field(kinds, name); !strings.Contains(f, want) {
+			t.Errorf("field %s lacks %s:\n%s", name, want, f)
+		}
+	}
+	if strings.Contains(kinds, `data-field="internal"`) {
+		t.Errorf("the hidden setting is shown:\n%s", kinds)
+	}
+	mustContain(t, "drive log", log, "tags: not valid JSON")
+	if v := after["tester.formkinds"].Config.Values; fmt.Sprint(v) != "map[internal:hidden-value-4711 labels:map[env:prod] mode:slow notes:line one\nline two ratio:0.25 tags:[a b] verbose:true]" {
+		t.Errorf("formkinds' settings after the page: %v", v)
+	}
+	weather := card("tester.pyweather")
+	for name, want := range map[string]string{"API_KEY": `type="password"`, "TIMEOUT": `max="60"`, "UNITS": "<select", "CITIES": `class="json"`} {
+		if f := field(weather, name); !strings.Contains(f, want) {
+			t.Errorf("pyweather's %s lacks %s:\n%s", name, want, f)
+		}
+	}
+	// Plugin texts are text, never markup.
+	if strings.Contains(dom, `<i id="injected"`) || strings.Contains(dom, `<img src="x"`) || !strings.Contains(kinds, `&lt;i id="injected"&gt;every&lt;/i&gt;`) ||
+		!strings.Contains(kinds, `&lt;img src="x" id="injected-doc"&gt;`) {
+		t.Errorf("plugin texts became markup:\n%s", kinds)
 	}
 }
