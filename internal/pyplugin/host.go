@@ -44,6 +44,7 @@ type hookFlags struct {
 	PromptInject         bool `json:"prompt_inject"`
 	CollectMethods       bool `json:"collect_methods"`
 	UserMessage          bool `json:"user_message"`
+	Enabled, Disabled    bool
 }
 
 // hello is what a plugin process says first.
@@ -279,6 +280,19 @@ func (h *host) build(hl *hello) (err error) {
 			err := h.turnHook(ctx, "prompt_inject", &text)
 			return text, err
 		})
+	}
+	for _, st := range []struct {
+		on   bool
+		op   string
+		hook func(func(context.Context) error)
+	}{{hl.Hooks.Enabled, "enabled", p.OnEnabled}, {hl.Hooks.Disabled, "disabled", p.OnDisabled}} {
+		if st.on {
+			op := st.op
+			st.hook(func(ctx context.Context) error {
+				_, err := h.request(ctx, message{Op: op}, "")
+				return err
+			})
+		}
 	}
 	if hl.Hooks.UserMessage {
 		p.OnUserMessage(func(ctx *plugin.Ctx, text string) plugin.Signal {

@@ -314,10 +314,15 @@ except Exception as e:
 		t.Fatalf("plugins disable: %+v", r)
 	}
 	waitFor(t, weather, "no stub")
+	switched := func() string {
+		return strings.TrimSpace(cli("kv", "get", "--plugin", "tester.pyweather", "switched").Stdout)
+	}
+	waitFor(t, switched, "off") // the Python plugin's on_disabled ran
 	if r := cli("plugins", "enable", "tester.pyweather"); r.Code != 0 {
 		t.Fatalf("plugins enable: %+v", r)
 	}
 	waitFor(t, weather, "no-key 10 metric Paris")
+	waitFor(t, switched, "on") // and its on_enabled
 	if r := cli("plugins", "disable", "tester.nothing"); r.Code == 0 || !strings.Contains(r.Stderr, "no plugin tester.nothing") {
 		t.Errorf("disable of an unknown plugin: %+v", r)
 	}

@@ -93,7 +93,8 @@ def describe(plugin: NekroPlugin) -> dict:
                   "reset": plugin.on_reset_method is not None,
                   "prompt_inject": plugin.prompt_inject_method is not None,
                   "collect_methods": plugin.collect_methods_method is not None,
-                  "user_message": plugin.user_message_method is not None},
+                  "user_message": plugin.user_message_method is not None,
+                  "enabled": bool(plugin.enabled_callbacks), "disabled": bool(plugin.disabled_callbacks)},
     }
 
 
@@ -199,6 +200,10 @@ class Host:
                 if f:
                     args = (AgentCtx(from_chat_key=a.get("chat_key")),) if inspect.signature(f).parameters else ()
                     await self.run(f, *args)
+            elif op in ("enabled", "disabled"):
+                result = None
+                for f in (self.plugin.enabled_callbacks if op == "enabled" else self.plugin.disabled_callbacks):
+                    await self.run(f)
             elif op == "user_message":
                 result = 0
                 f = self.plugin.user_message_method

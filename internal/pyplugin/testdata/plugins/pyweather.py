@@ -32,3 +32,13 @@ config: WeatherConfig = plugin.get_config(WeatherConfig)
 async def weather_settings(_ctx: AgentCtx) -> str:
     """The settings in force, as the plugin sees them."""
     return "%s %d %s %s" % ("key-set" if config.API_KEY else "no-key", config.TIMEOUT, config.UNITS, ",".join(config.CITIES))
+
+
+@plugin.on_enabled()
+async def enabled():
+    await plugin.store.set(store_key="switched", value="on")
+
+
+@plugin.on_disabled()
+async def disabled():
+    await plugin.store.set(store_key="switched", value="off")

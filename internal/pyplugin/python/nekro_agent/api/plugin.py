@@ -81,6 +81,8 @@ class NekroPlugin:
         self.prompt_inject_method: Optional[Callable] = None
         self.collect_methods_method: Optional[Callable] = None
         self.user_message_method: Optional[Callable] = None
+        self.enabled_callbacks: list = []
+        self.disabled_callbacks: list = []
         self.config_class = None
         self._data_dir: Optional[str] = None
         self.logger = logging.getLogger("nekro_agent.plugin." + self.key)
@@ -129,6 +131,26 @@ class NekroPlugin:
 
         def deco(func):
             self.prompt_inject_method = func
+            return func
+
+        return deco
+
+    def on_enabled(self):
+        """Callbacks run when the operator enables the plugin while nekro
+        runs: async def f()."""
+
+        def deco(func):
+            self.enabled_callbacks.append(func)
+            return func
+
+        return deco
+
+    def on_disabled(self):
+        """Callbacks run when the operator disables the plugin while nekro
+        runs: async def f()."""
+
+        def deco(func):
+            self.disabled_callbacks.append(func)
             return func
 
         return deco
