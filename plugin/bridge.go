@@ -30,6 +30,7 @@ func init() {
 		return out
 	}
 	pluginbridge.MessageHooks = func(p any) any { return slices.Clone(p.(*Plugin).onUserMessage) }
+	pluginbridge.SystemMessageHooks = func(p any) any { return slices.Clone(p.(*Plugin).onSystemMsg) }
 	pluginbridge.TurnHooks = func(p any) (any, any) {
 		pl := p.(*Plugin)
 		return slices.Clone(pl.onPrompt), pl.collect

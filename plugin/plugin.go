@@ -80,6 +80,7 @@ type Plugin struct {
 	onPrompt       []func(ctx *Ctx) (string, error)
 	collect        func(ctx *Ctx) []string
 	onUserMessage  []func(ctx *Ctx, text string) Signal
+	onSystemMsg    []func(ctx *Ctx, text string) Signal
 	commands       []*mountedCommand
 
 	mu     sync.RWMutex
@@ -169,6 +170,13 @@ const (
 // that panics or takes over 2 s counts as Continue.
 func (p *Plugin) OnUserMessage(f func(ctx *Ctx, text string) Signal) {
 	p.onUserMessage = append(p.onUserMessage, f)
+}
+
+// OnSystemMessage adds a hook that sees every system message pushed into
+// a chat (a plugin's Ctx.AddSystemMessage) before it is stored; BlockAll
+// drops it. Bounded and combined as OnUserMessage's.
+func (p *Plugin) OnSystemMessage(f func(ctx *Ctx, text string) Signal) {
+	p.onSystemMsg = append(p.onSystemMsg, f)
 }
 
 func (p *Plugin) hooks() (init, cleanup []func(ctx context.Context) error, reset []func(ctx context.Context, chatKey string) error) {

@@ -28,6 +28,8 @@ var (
 	Commands func(p any) []CommandData
 	// MessageHooks(*plugin.Plugin) []func(*plugin.Ctx, string) plugin.Signal.
 	MessageHooks func(p any) any
+	// SystemMessageHooks(*plugin.Plugin), as MessageHooks for system messages.
+	SystemMessageHooks func(p any) any
 	// TurnHooks(*plugin.Plugin) (inject []func(*plugin.Ctx) (string, error),
 	// collect func(*plugin.Ctx) []string).
 	TurnHooks func(p any) (inject, collect any)

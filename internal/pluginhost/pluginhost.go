@@ -186,6 +186,11 @@ func MessageHooks(p *plugin.Plugin) []func(ctx *plugin.Ctx, text string) plugin.
 	return pluginbridge.MessageHooks(p).([]func(*plugin.Ctx, string) plugin.Signal)
 }
 
+// SystemMessageHooks returns p's OnSystemMessage hooks.
+func SystemMessageHooks(p *plugin.Plugin) []func(ctx *plugin.Ctx, text string) plugin.Signal {
+	return pluginbridge.SystemMessageHooks(p).([]func(*plugin.Ctx, string) plugin.Signal)
+}
+
 // TurnHooks returns p's OnPromptInject hooks and its OnCollectMethods
 // filter (nil when it has none).
 func TurnHooks(p *plugin.Plugin) (inject []func(ctx *plugin.Ctx) (string, error), collect func(ctx *plugin.Ctx) []string) {

@@ -44,6 +44,7 @@ type hookFlags struct {
 	PromptInject         bool `json:"prompt_inject"`
 	CollectMethods       bool `json:"collect_methods"`
 	UserMessage          bool `json:"user_message"`
+	SystemMessage        bool `json:"system_message"`
 	Enabled, Disabled    bool
 }
 
@@ -295,19 +296,10 @@ func (h *host) build(hl *hello) (err error) {
 		}
 	}
 	if hl.Hooks.UserMessage {
-		p.OnUserMessage(func(ctx *plugin.Ctx, text string) plugin.Signal {
-			args, _ := json.Marshal(map[string]string{"chat_key": ctx.ChatKey(), "user_id": ctx.UserID(), "text": text})
-			raw, err := h.request(ctx, message{Op: "user_message", Args: args}, "")
-			var s int
-			if err == nil {
-				err = json.Unmarshal(raw, &s)
-			}
-			if err != nil {
-				h.log.Warn("mount_on_user_message failed: the message goes on", "chat", ctx.ChatKey(), "err", err)
-				return plugin.Continue
-			}
-			return plugin.Signal(s)
-		})
+		p.OnUserMessage(h.messageHook("user_message"))
+	}
+	if hl.Hooks.SystemMessage {
+		p.OnSystemMessage(h.messageHook("system_message"))
 	}
 	if hl.Hooks.CollectMethods {
 		p.OnCollectMethods(func(ctx *plugin.Ctx) []string {
@@ -329,9 +321,27 @@ func (h *host) build(hl *hello) (err error) {
 	return nil
 }
 
+// messageHook asks the process's mount_on_user_message or
+// mount_on_system_message hook (op) about a message.
+func (h *host) messageHook(op string) func(ctx *plugin.Ctx, text string) plugin.Signal {
+	return func(ctx *plugin.Ctx, text string) plugin.Signal {
+		args, _ := json.Marshal(map[string]string{"chat_key": ctx.ChatKey(), "user_id": ctx.UserID(), "text": text})
+		raw, err := h.request(ctx, message{Op: op, Args: args}, "")
+		var s int
+		if err == nil {
+			err = json.Unmarshal(raw, &s)
+		}
+		if err != nil {
+			h.log.Warn("message hook failed: the message goes on", "hook", op, "chat", ctx.ChatKey(), "err", err)
+			return plugin.Continue
+		}
+		return plugin.Signal(s)
+	}
+}
+
 // turnHookOps are the requests a late answer to only leaves out (the
 // process is not restarted for them).
-var turnHookOps = map[string]bool{"prompt_inject": true, "collect_methods": true, "user_message": true}
+var turnHookOps = map[string]bool{"prompt_inject": true, "collect_methods": true, "user_message": true, "system_message": true}
 
 // turnHook asks the process for a per-turn hook's answer about ctx's chat.
 func (h *host) turnHook(ctx *plugin.Ctx, op string, out any) error {

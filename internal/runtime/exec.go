@@ -229,6 +229,9 @@ func (rt *Runtime) release(ctx context.Context, pr *preparedRun, req ExecRequest
 	}}
 	env.StoreFor = rt.storeFor
 	env.Chat = req.Chat
+	if req.Chat != nil {
+		env.Chat = screenedSender{ChatSender: req.Chat, rt: rt, chatKey: req.ChatKey}
+	}
 	env.Model = req.Model
 	env.History = req.History
 	fsys, err := files.NewFS(rt.layout, env.RunInfo, rt.cfg.Files)

@@ -171,20 +171,29 @@ func capText(s string, n int) string {
 // as the reference does: any BlockAll wins, then any ForceTrigger, then
 // the largest.
 func (rt *Runtime) UserMessageSignal(ctx context.Context, chatKey, userID, text string) plugin.Signal {
+	return rt.messageSignal(ctx, chatKey, userID, text, pluginhost.MessageHooks)
+}
+
+// SystemMessageSignal is UserMessageSignal for a system message pushed
+// into chatKey (the plugins' OnSystemMessage hooks).
+func (rt *Runtime) SystemMessageSignal(ctx context.Context, chatKey, text string) plugin.Signal {
+	return rt.messageSignal(ctx, chatKey, "", text, pluginhost.SystemMessageHooks)
+}
+
+func (rt *Runtime) messageSignal(ctx context.Context, chatKey, userID, text string,
+	hooksOf func(*plugin.Plugin) []func(*plugin.Ctx, string) plugin.Signal) plugin.Signal {
 	plugins := rt.registry.Plugins()
 	signals := make([][]plugin.Signal, len(plugins))
 	var wg sync.WaitGroup
 	for i, p := range plugins {
-		hooks := pluginhost.MessageHooks(p)
+		hooks := hooksOf(p)
 		if len(hooks) == 0 {
 			continue
 		}
 		wg.Go(func() {
 			hctx, cancel := context.WithTimeout(ctx, TurnHookTimeout)
 			defer cancel()
-			env := &pluginhost.RunEnv{RunInfo: plugin.RunInfo{ChatKey: chatKey, UserID: userID, ContainerKey: files.ContainerKey(chatKey)},
-				StoreFor: rt.storeFor}
-			pctx := pluginhost.NewCtx(hctx, p, env)
+			pctx := rt.PluginCtx(hctx, p, chatKey, userID)
 			for _, f := range hooks {
 				s, err := bounded(hctx, func() (plugin.Signal, error) { return f(pctx, text), nil })
 				if err != nil {
@@ -197,6 +206,22 @@ func (rt *Runtime) UserMessageSignal(ctx context.Context, chatKey, userID, text 
 	}
 	wg.Wait()
 	return CombineSignals(slices.Concat(signals...))
+}
+
+// screenedSender passes a run's system messages through the plugins'
+// OnSystemMessage hooks: one they drop (BlockAll) is not stored.
+type screenedSender struct {
+	pluginhost.ChatSender
+	rt      *Runtime
+	chatKey string
+}
+
+func (s screenedSender) AddSystem(ctx context.Context, text string) error {
+	if s.rt.SystemMessageSignal(ctx, s.chatKey, text) == plugin.BlockAll {
+		s.rt.log.Info("a plugin's hook dropped a system message", "chat", s.chatKey)
+		return nil
+	}
+	return s.ChatSender.AddSystem(ctx, text)
 }
 
 // CombineSignals folds message hooks' verdicts: any BlockAll wins, then

@@ -501,6 +501,12 @@ var gatePlugin = func() *plugin.Plugin {
 		}
 		return plugin.Continue
 	})
+	p.OnSystemMessage(func(ctx *plugin.Ctx, text string) plugin.Signal {
+		if strings.HasPrefix(text, "System Alert: Identical") {
+			return plugin.BlockAll
+		}
+		return plugin.Continue
+	})
 	p.OnUserMessage(func(ctx *plugin.Ctx, text string) plugin.Signal {
 		if ctx.UserID() == "slowpoke" {
 			<-ctx.Done() // later than the hook's bound: counts as Continue
@@ -550,6 +556,18 @@ func TestMessageHooksBlockMessages(t *testing.T) {
 	hist := strings.Join(texts(e.history("g1")), "\n")
 	if strings.Contains(hist, "drop this") || !strings.Contains(hist, "note to self") {
 		t.Errorf("history:\n%s", hist)
+	}
+	// System messages: basic's notes about repeats and similar texts pass
+	// the hooks; the Go gate drops the first kind, pynotes the second.
+	var res struct{ Output string }
+	e.call("POST", "/api/chats/g2/exec", map[string]string{"code": `send_msg_text(_ck, "the meeting is at ten tomorrow")
+send_msg_text(_ck, "the meeting is at ten tomorrow")
+send_msg_text(_ck, "please water the plants on the balcony today")
+send_msg_text(_ck, "please water the plants on the balcony tonight")
+print("sent")`}, &res)
+	hist = strings.Join(texts(e.history("g2")), "\n")
+	if !strings.Contains(res.Output, "sent") || strings.Contains(hist, "System Alert") || !strings.Contains(hist, "tonight") {
+		t.Errorf("system messages were not screened: %q\n%s", res.Output, hist)
 	}
 }
 

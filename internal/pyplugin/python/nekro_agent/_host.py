@@ -94,6 +94,7 @@ def describe(plugin: NekroPlugin) -> dict:
                   "prompt_inject": plugin.prompt_inject_method is not None,
                   "collect_methods": plugin.collect_methods_method is not None,
                   "user_message": plugin.user_message_method is not None,
+                  "system_message": plugin.system_message_method is not None,
                   "enabled": bool(plugin.enabled_callbacks), "disabled": bool(plugin.disabled_callbacks)},
     }
 
@@ -204,6 +205,12 @@ class Host:
                 result = None
                 for f in (self.plugin.enabled_callbacks if op == "enabled" else self.plugin.disabled_callbacks):
                     await self.run(f)
+            elif op == "system_message":
+                result = 0
+                f = self.plugin.system_message_method
+                if f:
+                    signal = await self.run(f, AgentCtx(from_chat_key=a.get("chat_key")), a.get("text") or "")
+                    result = 0 if signal is None else int(getattr(signal, "value", signal))
             elif op == "user_message":
                 result = 0
                 f = self.plugin.user_message_method

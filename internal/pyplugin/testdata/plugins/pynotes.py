@@ -164,3 +164,9 @@ async def screen(_ctx: AgentCtx, message: ChatMessage):
     if message.content_text.startswith("fyi"):
         return MsgSignal.BLOCK_TRIGGER
     return None
+
+
+@plugin.mount_on_system_message()
+async def screen_system(_ctx: AgentCtx, message: str):
+    """Drop the notes about similar messages."""
+    return MsgSignal.BLOCK_ALL if "too similar" in message else None

@@ -81,6 +81,7 @@ class NekroPlugin:
         self.prompt_inject_method: Optional[Callable] = None
         self.collect_methods_method: Optional[Callable] = None
         self.user_message_method: Optional[Callable] = None
+        self.system_message_method: Optional[Callable] = None
         self.enabled_callbacks: list = []
         self.disabled_callbacks: list = []
         self.config_class = None
@@ -151,6 +152,16 @@ class NekroPlugin:
 
         def deco(func):
             self.disabled_callbacks.append(func)
+            return func
+
+        return deco
+
+    def mount_on_system_message(self):
+        """A hook that sees every system message pushed into a chat before
+        it is stored: async def f(_ctx, message: str) -> MsgSignal | None."""
+
+        def deco(func):
+            self.system_message_method = func
             return func
 
         return deco
