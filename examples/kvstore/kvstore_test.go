@@ -25,7 +25,9 @@ type nekro struct {
 // exec runs a snippet in chat as user ("" for none) and returns its output.
 func (n nekro) exec(chat, user, snippet string, extra ...string) (string, int) {
 	n.t.Helper()
-	args := []string{"--data", n.data, "exec", "--chat", chat}
+	// The example is named: in the default set it gives way to the
+	// built-in nekro.note, whose get_note it shares.
+	args := []string{"--data", n.data, "--plugins", plugin, "exec", "--chat", chat}
 	if user != "" {
 		args = append(args, "--user", user)
 	}
@@ -155,7 +157,7 @@ func testSeedExamples(t *testing.T, n nekro) {
 	// on_reset: `nekro chats reset` drops the chat's temp_cache only.
 	n.kv("set", "--chat", "group_A", "temp_cache", "a")
 	n.kv("set", "--chat", "group_B", "temp_cache", "b")
-	r := testutil.RunNekro(t, nil, "--data", n.data, "chats", "reset", "group_A")
+	r := testutil.RunNekro(t, nil, "--data", n.data, "--plugins", plugin, "chats", "reset", "group_A")
 	if r.Code != 0 {
 		t.Fatalf("chats reset: exit %d: %s", r.Code, r.Stderr)
 	}

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/nekro-go/nekro/internal/agent"
@@ -249,7 +250,45 @@ func choosePlugins(cfg Config, py *pyplugin.Set) ([]*plugin.Plugin, error) {
 		}
 		out = append(out, p)
 	}
+	if cfg.Enable == nil {
+		out = yieldToBuiltins(out, cfg.Log)
+	}
 	return out, nil
+}
+
+// yieldToBuiltins leaves out of the default set (every plugin) each
+// ported document example (nekro_examples.*) that mounts a method name a
+// built-in plugin (nekro.*) also mounts: the documents' get_note and the
+// note plugin's, for instance. Named in --plugins without the built-in,
+// the example is enabled; a clash among plugins the operator named stays
+// a start-up error.
+func yieldToBuiltins(plugins []*plugin.Plugin, log *slog.Logger) []*plugin.Plugin {
+	builtin := map[string]string{}
+	for _, p := range plugins {
+		if strings.HasPrefix(p.Key(), "nekro.") {
+			for _, m := range pluginhost.Methods(p) {
+				builtin[m.Name] = p.Key()
+			}
+		}
+	}
+	var out []*plugin.Plugin
+	for _, p := range plugins {
+		clash := ""
+		if strings.HasPrefix(p.Key(), "nekro_examples.") {
+			for _, m := range pluginhost.Methods(p) {
+				if b, ok := builtin[m.Name]; ok {
+					clash = fmt.Sprintf("%s() is also %s's", m.Name, b)
+					break
+				}
+			}
+		}
+		if clash != "" {
+			log.Info("document example left out of the default plugins (name it in --plugins to use it)", "plugin", p.Key(), "because", clash)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 func (a *App) openStore(ctx context.Context, cfg Config) error {

@@ -156,7 +156,7 @@ try:
     print("SAVED", n, "no error")
 except Exception as e:
     print("SAVED", n, "refused:", e)
-`, nil, nil, "--kv-quota", "4MiB")
+`, nil, nil, "--kv-quota", "4MiB", "--plugins", "nekro_examples.kvstore")
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}

@@ -37,11 +37,11 @@ try:
 except PluginError as e:
     print("refused:", e)
 `)
-	r := testutil.RunNekro(t, code, "--data", data, "--kv-max-value", "200", "exec", "--chat", "c", "--user", "u", "-")
+	r := testutil.RunNekro(t, code, "--data", data, "--plugins", "nekro_examples.kvstore", "--kv-max-value", "200", "exec", "--chat", "c", "--user", "u", "-")
 	if !strings.Contains(r.Stdout, "refused:") || !strings.Contains(r.Stdout, "over the limit of 200 bytes") {
 		t.Errorf("a 300-byte note under a 200-byte cap: %+v", r)
 	}
-	r = testutil.RunNekro(t, code, "--data", data, "exec", "--chat", "c", "--user", "u", "-")
+	r = testutil.RunNekro(t, code, "--data", data, "--plugins", "nekro_examples.kvstore", "exec", "--chat", "c", "--user", "u", "-")
 	if strings.TrimSpace(r.Stdout) != "stored" {
 		t.Errorf("the same note under the default cap: %+v", r)
 	}

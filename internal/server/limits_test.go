@@ -164,7 +164,7 @@ except Exception as e:
 			reply = llmtest.Code(read)
 		}
 		return reply
-	}, nil)
+	}, func(o *server.Options) { o.App.Enable = []string{"nekro_examples.kvstore"} })
 	last := func() string {
 		h := e.history("group")
 		return h[len(h)-1].Text

@@ -6,6 +6,7 @@ import (
 	_ "github.com/nekro-go/nekro/plugins/basic"
 	_ "github.com/nekro-go/nekro/plugins/dice"
 	_ "github.com/nekro-go/nekro/plugins/history_travel"
+	_ "github.com/nekro-go/nekro/plugins/note"
 	_ "github.com/nekro-go/nekro/plugins/status"
 	_ "github.com/nekro-go/nekro/plugins/view_image"
 )

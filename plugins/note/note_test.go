@@ -1,16 +1,8 @@
 package note_test
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -22,57 +14,16 @@ import (
 // `nekro exec`, the prompt through `nekro chats prompt`, the store
 // through `nekro kv`.
 //
-// They run testdata/nekro-note (the built-in plugins with nekro.note)
-// rather than cmd/nekro: the standard binary also carries the example
-// plugin nekro_examples.kvstore, whose get_note clashes with this
-// plugin's, so it cannot carry nekro.note until one of them gives way.
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// binary builds testdata/nekro-note once, into the checkout's bin/test/
-// (ignored by git), as testutil.Nekro builds cmd/nekro: nothing in /tmp.
-func binary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		_, here, _, _ := runtime.Caller(0)
-		repo := filepath.Join(filepath.Dir(here), "..", "..")
-		dir := filepath.Join(repo, "bin", "test")
-		if buildErr = os.MkdirAll(dir, 0o755); buildErr != nil {
-			return
-		}
-		sum := sha256.Sum256([]byte(filepath.Dir(here)))
-		binPath = filepath.Join(dir, "nekro-note-"+hex.EncodeToString(sum[:6]))
-		cmd := exec.Command("go", "build", "-o", binPath, "./testdata/nekro-note")
-		cmd.Dir = filepath.Dir(here)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./testdata/nekro-note: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+// They run the standard binary, cmd/nekro, as a user would.
 
 // nekro runs the binary with data as its data directory.
 func nekro(t *testing.T, data string, stdin string, args ...string) testutil.Result {
 	t.Helper()
-	cmd := exec.Command(binary(t), append([]string{"--data", data}, args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
+	var in []byte
 	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
+		in = []byte(stdin)
 	}
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatalf("nekro %v: %v", args, err)
-	}
-	return testutil.Result{Stdout: out.String(), Stderr: errb.String(), Code: cmd.ProcessState.ExitCode()}
+	return testutil.RunNekro(t, in, append([]string{"--data", data}, args...)...)
 }
 
 // run runs code in chat's sandbox and returns what it printed; the code
