@@ -20,8 +20,9 @@ type chatSender = interface {
 	// SendImage posts content as an image attachment called name; content
 	// that is not an image is refused.
 	SendImage(ctx context.Context, name string, content io.Reader) error
-	// AddSystem records text as a system message of the chat.
-	AddSystem(ctx context.Context, text string) error
+	// AddSystem records text as a system message of the chat; with wake
+	// a turn answers it.
+	AddSystem(ctx context.Context, text string, wake bool) error
 }
 
 // SendText posts text to the run's chat as the assistant's message.
@@ -94,12 +95,13 @@ func (c *Ctx) History(limit int) ([]string, error) {
 	return h, nil
 }
 
-// AddSystemMessage records text in the run's chat as a system message: a
-// note to the AI, which reads it in its next request (it shows as SYSTEM
-// in the history and starts no turn of its own).
-func (c *Ctx) AddSystemMessage(text string) error {
+// PushSystem adds text to the run's chat as a system message, for the
+// AI: it reads it in its next request. With trigger, a turn runs for it
+// as for a user's message (after the current one, if any), so a plugin
+// can wake the agent. The plugins' OnSystemMessage hooks screen it first.
+func (c *Ctx) PushSystem(text string, trigger bool) error {
 	if c.env.Sender() == nil {
-		return fmt.Errorf("add system message: %w", ErrNoService)
+		return fmt.Errorf("push system message: %w", ErrNoService)
 	}
-	return c.env.Sender().AddSystem(c, text)
+	return c.env.Sender().AddSystem(c, text, trigger)
 }

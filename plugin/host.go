@@ -1,7 +1,9 @@
 package plugin
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 )
 
@@ -20,6 +22,9 @@ type hostServices interface {
 	// and their version (it changes whenever they do); nil when the
 	// plugin mounted none.
 	ConfigJSON() (json.RawMessage, uint64)
+	// PushSystem adds a system message to a chat; with trigger a turn
+	// answers it.
+	PushSystem(ctx context.Context, chatKey, text string, trigger bool) error
 }
 
 func (p *Plugin) bind(h hostServices) {
@@ -42,6 +47,19 @@ func (p *Plugin) DataDir() (string, error) {
 		return "", ErrNoService
 	}
 	return h.DataDir()
+}
+
+// PushSystem adds text to the chat chatKey as a system message, for the
+// AI; with trigger a turn answers it as it would a user's message (after
+// a running one). For timers, webhooks and background work: inside a
+// sandbox method use Ctx.PushSystem, which can reach only the run's chat.
+// The plugins' OnSystemMessage hooks screen it first.
+func (p *Plugin) PushSystem(ctx context.Context, chatKey, text string, trigger bool) error {
+	h := p.services()
+	if h == nil {
+		return fmt.Errorf("push system message: %w", ErrNoService)
+	}
+	return h.PushSystem(ctx, chatKey, text, trigger)
 }
 
 // Logger returns the plugin's logger: the runtime's, tagged with the

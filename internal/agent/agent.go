@@ -123,8 +123,52 @@ func New(rt *runtime.Runtime, chats *chat.Service, model llm.Model, cfg Config) 
 		model = llm.None{Reason: llm.ErrNoModel}
 	}
 	base, cancel := context.WithCancel(context.Background())
-	return &Agent{cfg: cfg, rt: rt, chats: chats, model: model, log: cfg.Log, base: base, cancelBase: cancel,
+	a := &Agent{cfg: cfg, rt: rt, chats: chats, model: model, log: cfg.Log, base: base, cancelBase: cancel,
 		turnSlots: make(chan struct{}, cfg.MaxConcurrentTurns), state: map[string]*chatState{}}
+	chats.OnWake(a.wake)
+	rt.OnPush(a.PushSystem)
+	return a
+}
+
+// wake schedules a turn for a system message that woke the agent, when a
+// model can answer it (else the message waits for one).
+func (a *Agent) wake(chatKey string) {
+	if err := a.ModelError(); err != nil {
+		a.log.Warn("a plugin woke the agent, but no model can answer", "chat", chatKey, "err", err)
+		return
+	}
+	a.schedule(chatKey)
+}
+
+// PushSystem adds text to chatKey as a system message, screened by the
+// plugins' OnSystemMessage hooks; with trigger (unless a hook says
+// BlockTrigger) a turn answers it, queued behind a running one and
+// claimed once, also across hosts. What plugins call outside a run
+// (Plugin.PushSystem: timers, webhooks, tasks).
+func (a *Agent) PushSystem(ctx context.Context, chatKey, text string, trigger bool) error {
+	if err := keys.Scope("chat", chatKey); err != nil {
+		return err
+	}
+	if strings.TrimSpace(text) == "" {
+		return errors.New("the system message is empty")
+	}
+	switch a.rt.SystemMessageSignal(ctx, chatKey, text) {
+	case plugin.BlockAll:
+		a.log.Info("a plugin's hook dropped a system message", "chat", chatKey)
+		return nil
+	case plugin.BlockTrigger:
+		trigger = false
+	case plugin.ForceTrigger:
+		trigger = true
+	}
+	if _, err := a.chats.AddMessage(ctx, chat.Message{ChatKey: chatKey, Role: chat.System, SenderID: chat.SystemID,
+		SenderName: "SYSTEM", Text: chat.TruncateText(text), Wake: trigger}); err != nil {
+		return err
+	}
+	if trigger {
+		a.wake(chatKey)
+	}
+	return nil
 }
 
 // ModelError returns nil when a model is configured, else why not and

@@ -143,7 +143,9 @@ func HistoryPrompt(chatKey string, history []chat.Message, answering []chat.Mess
 		users := map[string]bool{}
 		for i, m := range answering {
 			ids[i] = fmt.Sprintf("#%d", m.ID)
-			users[m.SenderID] = true
+			if m.Role == chat.User {
+				users[m.SenderID] = true
+			}
 		}
 		fmt.Fprintf(&b, "Answer the new message(s) %s. Reply with one Python script.\n", strings.Join(ids, ", "))
 		if len(users) > 1 {

@@ -145,12 +145,13 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 // but splits a group's exchange into turns that each see part of it; a
 // turn answering one user, the common case, acts as that user.)
 func turnUser(claimed []chat.Message) string {
-	if len(claimed) == 0 {
-		return ""
-	}
-	user := claimed[0].SenderID
-	for _, m := range claimed[1:] {
-		if m.SenderID != user {
+	user := ""
+	for _, m := range claimed {
+		switch {
+		case m.Role != chat.User: // a plugin's push: no user of its own
+		case user == "":
+			user = m.SenderID
+		case m.SenderID != user:
 			return ""
 		}
 	}

@@ -54,6 +54,10 @@ type Message struct {
 	// it waits); for the others, the turn during which it was written.
 	TurnID int64     `json:"turn_id,omitempty"` // NoTurn: kept without an answer
 	Time   time.Time `json:"time"`
+	// Wake, for a system message (a plugin's push), makes it wait for a
+	// turn as a user message does: the next turn claims and answers it.
+	// Other system messages are never claimed.
+	Wake bool `json:"wake,omitempty"`
 }
 
 // Turn statuses.

@@ -54,6 +54,12 @@ CREATE TABLE chat_runs (
 ) STRICT;
 CREATE INDEX chat_runs_by_chat ON chat_runs (chat_key, created_at);
 `,
+}, {
+	Version: 2, Name: "system messages wait for a turn only when they wake one",
+	SQL: `
+UPDATE chat_messages SET turn_id = -1 WHERE role = 'system' AND turn_id IS NULL;
+CREATE INDEX chat_messages_waking ON chat_messages (chat_key, id) WHERE role = 'system' AND turn_id IS NULL;
+`,
 }}
 
 var postgresMigrations = []db.Migration{{
@@ -101,5 +107,11 @@ CREATE TABLE chat_runs (
 	created_at   bigint  NOT NULL
 );
 CREATE INDEX chat_runs_by_chat ON chat_runs (chat_key, created_at);
+`,
+}, {
+	Version: 2, Name: "system messages wait for a turn only when they wake one",
+	SQL: `
+UPDATE chat_messages SET turn_id = -1 WHERE role = 'system' AND turn_id IS NULL;
+CREATE INDEX chat_messages_waking ON chat_messages (chat_key, id) WHERE role = 'system' AND turn_id IS NULL;
 `,
 }}

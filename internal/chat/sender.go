@@ -242,11 +242,24 @@ func (c *RunSender) send(ctx context.Context, name, kind string, content io.Read
 	return err
 }
 
-// AddSystem stores text as a system message of the run (a plugin's note
-// to the AI, Ctx.AddSystemMessage), as Record does.
-func (c *RunSender) AddSystem(ctx context.Context, text string) error {
-	_, err := c.Record(ctx, text)
-	return err
+// AddSystem stores text as a system message of the run (a plugin's push,
+// Ctx.PushSystem), as Record does. With wake it waits for a turn as a
+// user message does, and the agent is told (Service.OnWake).
+func (c *RunSender) AddSystem(ctx context.Context, text string, wake bool) error {
+	if !wake {
+		_, err := c.Record(ctx, text)
+		return err
+	}
+	if err := c.reserve(); err != nil {
+		return err
+	}
+	if _, err := c.s.AddMessage(ctx, Message{ChatKey: c.chatKey, Role: System, SenderID: SystemID, SenderName: "SYSTEM",
+		Text: TruncateText(text), Wake: true}); err != nil {
+		c.release()
+		return err
+	}
+	c.s.woke(c.chatKey)
+	return nil
 }
 
 // Record stores text as a system message of the run: the host's record of

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
@@ -31,6 +32,27 @@ type Service struct {
 	layout files.Layout
 	log    *slog.Logger
 	hub    *hub
+
+	wakeMu sync.Mutex
+	wake   func(chatKey string) // called after a waking system message is stored
+}
+
+// OnWake sets what is called after a run stores a system message that
+// wakes the agent (RunSender.AddSystem with wake): the agent schedules a
+// turn for the chat.
+func (s *Service) OnWake(f func(chatKey string)) {
+	s.wakeMu.Lock()
+	s.wake = f
+	s.wakeMu.Unlock()
+}
+
+func (s *Service) woke(chatKey string) {
+	s.wakeMu.Lock()
+	f := s.wake
+	s.wakeMu.Unlock()
+	if f != nil {
+		f(chatKey)
+	}
 }
 
 // Open migrates the chat tables of d and returns a service over them.
@@ -101,8 +123,17 @@ func (s *Service) AddMessage(ctx context.Context, m Message) (Message, error) {
 	}
 	m.Time = time.Now().UTC().Truncate(time.Microsecond)
 	var turn any
-	if m.TurnID != 0 {
+	switch {
+	case m.TurnID != 0:
 		turn = m.TurnID
+	case m.Role == System && !m.Wake:
+		turn = NoTurn // a system message waits for no turn unless it wakes one
+	}
+	if m.Wake && m.Role != System {
+		return Message{}, fmt.Errorf("only a system message wakes the agent")
+	}
+	if m.Wake && m.TurnID != 0 {
+		return Message{}, fmt.Errorf("a waking message belongs to no turn yet")
 	}
 	err = s.w.QueryRowContext(ctx, `INSERT INTO chat_messages
 		(chat_key, role, sender_id, sender_name, text, attachments, turn_id, created_at)
@@ -177,7 +208,7 @@ func (s *Service) Reset(ctx context.Context, chatKey string) (deleted int64, err
 }
 
 // ClaimTurn starts a turn that answers every user message of the chat
-// not yet answered, and returns it with those messages. When none waits it
+// not yet answered, and every system message that woke the agent, and returns it with those messages. When none waits it
 // returns a nil turn. A message is claimed by exactly one turn, also when
 // several hosts share the database: the claim is one UPDATE of the
 // unclaimed rows, which a concurrent claim re-checks after it waits.
@@ -194,7 +225,7 @@ func (s *Service) ClaimTurn(ctx context.Context, chatKey string) (*Turn, []Messa
 		return nil, nil, fmt.Errorf("claim turn: %w", err)
 	}
 	rows, err := tx.QueryContext(ctx, `UPDATE chat_messages SET turn_id = $1
-		WHERE chat_key = $2 AND role = 'user' AND turn_id IS NULL RETURNING `+messageColumns, t.ID, chatKey)
+		WHERE chat_key = $2 AND role IN ('user', 'system') AND turn_id IS NULL RETURNING `+messageColumns, t.ID, chatKey)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim turn: %w", err)
 	}

@@ -31,8 +31,9 @@ type ChatSender = interface {
 	// SendImage posts content as an image attachment called name; content
 	// that is not an image is refused.
 	SendImage(ctx context.Context, name string, content io.Reader) error
-	// AddSystem records text as a system message of the chat.
-	AddSystem(ctx context.Context, text string) error
+	// AddSystem records text as a system message of the chat; with wake
+	// a turn answers it.
+	AddSystem(ctx context.Context, text string, wake bool) error
 }
 
 // RunEnv is what the runtime lends the methods of one run.
@@ -122,6 +123,9 @@ type Services interface {
 	// and their version (it changes whenever they do); nil when the
 	// plugin mounted none.
 	ConfigJSON() (json.RawMessage, uint64)
+	// PushSystem adds a system message to a chat; with trigger a turn
+	// answers it.
+	PushSystem(ctx context.Context, chatKey, text string, trigger bool) error
 	// SetConfig changes the named settings (checked, then kept in the
 	// plugin's config.yaml).
 	SetConfig(changes map[string]any) error

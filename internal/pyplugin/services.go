@@ -71,6 +71,22 @@ func (h *host) serve(m message) (any, error) {
 			return nil, ctx.SendFile(a.Value)
 		}
 		return nil, fmt.Errorf("unknown message kind %q", a.Kind)
+	case "message.push_system":
+		var a struct {
+			ChatKey string `json:"chat_key"`
+			Text    string `json:"text"`
+			Trigger bool   `json:"trigger"`
+		}
+		if err := json.Unmarshal(m.Args, &a); err != nil {
+			return nil, fmt.Errorf("%s: bad arguments: %w", m.Op, err)
+		}
+		if ctx == nil { // from a hook, a timer, a task: any chat, as Plugin.PushSystem
+			return nil, h.plugin.PushSystem(context.Background(), a.ChatKey, a.Text, a.Trigger)
+		}
+		if a.ChatKey != ctx.ChatKey() {
+			return nil, fmt.Errorf("a method can push only into the chat of its run (%s), not into %s", ctx.ChatKey(), a.ChatKey)
+		}
+		return nil, ctx.PushSystem(a.Text, a.Trigger)
 	case "config.get":
 		raw, version := pluginhost.ConfigJSON(h.plugin)
 		if raw == nil {

@@ -120,6 +120,16 @@ type Runtime struct {
 	states    *pluginstate.Store            // which plugins the operator turned off
 	stateMu   sync.Mutex                    // serialises applying state changes
 	stopWatch context.CancelFunc
+	pushMu    sync.Mutex
+	push      func(ctx context.Context, chatKey, text string, trigger bool) error
+}
+
+// OnPush sets what plugins' Plugin.PushSystem calls (the agent's
+// PushSystem); until set, it fails.
+func (rt *Runtime) OnPush(f func(ctx context.Context, chatKey, text string, trigger bool) error) {
+	rt.pushMu.Lock()
+	rt.push = f
+	rt.pushMu.Unlock()
 }
 
 // Open prepares the data directory, checks the plugins and runs their init
@@ -437,6 +447,16 @@ func (h hostServices) ConfigJSON() (json.RawMessage, uint64) {
 		return nil, 0
 	}
 	return f.JSON()
+}
+
+func (h hostServices) PushSystem(ctx context.Context, chatKey, text string, trigger bool) error {
+	h.rt.pushMu.Lock()
+	push := h.rt.push
+	h.rt.pushMu.Unlock()
+	if push == nil {
+		return plugin.ErrNoService
+	}
+	return push(ctx, chatKey, text, trigger)
 }
 
 func (h hostServices) SetConfig(changes map[string]any) error {

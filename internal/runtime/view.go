@@ -216,12 +216,17 @@ type screenedSender struct {
 	chatKey string
 }
 
-func (s screenedSender) AddSystem(ctx context.Context, text string) error {
-	if s.rt.SystemMessageSignal(ctx, s.chatKey, text) == plugin.BlockAll {
+func (s screenedSender) AddSystem(ctx context.Context, text string, wake bool) error {
+	switch s.rt.SystemMessageSignal(ctx, s.chatKey, text) {
+	case plugin.BlockAll:
 		s.rt.log.Info("a plugin's hook dropped a system message", "chat", s.chatKey)
 		return nil
+	case plugin.BlockTrigger:
+		wake = false
+	case plugin.ForceTrigger:
+		wake = true
 	}
-	return s.ChatSender.AddSystem(ctx, text)
+	return s.ChatSender.AddSystem(ctx, text, wake)
 }
 
 // CombineSignals folds message hooks' verdicts: any BlockAll wins, then

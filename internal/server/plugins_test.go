@@ -699,3 +699,73 @@ func TestPluginsAskTheModelGroups(t *testing.T) {
 		t.Errorf("turn %+v: want done with 2 model requests (the turn's and the plugin's)", turns[0])
 	}
 }
+
+// A Go plugin that wakes the agent: from a sandbox method (ctx.PushSystem)
+// and from outside any run (p.PushSystem, here in a command).
+var wakerPlugin = func() *plugin.Plugin {
+	p := plugin.New(plugin.Meta{Name: "Waker", ModuleName: "waker", Author: "tester", Version: "1.0.0"})
+	type remindArgs struct {
+		Text    string `json:"text"`
+		Trigger bool   `json:"trigger"`
+	}
+	plugin.MountSandboxMethod(p, plugin.Method{Type: plugin.Tool, Name: "remind", Description: "Remind.", Doc: "Push a reminder."},
+		func(ctx *plugin.Ctx, a remindArgs) (string, error) {
+			return "pushed", ctx.PushSystem(a.Text, a.Trigger)
+		})
+	plugin.MountCommand(p, plugin.Command{Name: "wake", Description: "Wake the agent."},
+		func(ctx *plugin.Ctx, _ struct{}) (string, error) {
+			return "waking", p.PushSystem(ctx, ctx.ChatKey(), "reminder: the command woke you", true)
+		})
+	return p
+}()
+
+// System pushes that wake the agent: a push with trigger from a method or
+// from outside a run gets a turn that answers it; one without trigger
+// waits in the history for the next turn.
+func TestSystemPushesWakeTheAgent(t *testing.T) {
+	model := func(r llmtest.Request) llmtest.Reply {
+		switch {
+		case r.Contains("reminder: stretch") && !r.Contains("time to stretch"):
+			return llmtest.Code(`send_msg_text(_ck, "time to stretch")`)
+		case r.Contains("reminder: the command woke you") && !r.Contains("I am awake"):
+			return llmtest.Code(`send_msg_text(_ck, "I am awake")`)
+		case r.Contains("python says hi") && !r.Contains("hi python"):
+			return llmtest.Code(`send_msg_text(_ck, "hi python")`)
+		}
+		return llmtest.Code(`send_msg_text(_ck, "nothing to do")`)
+	}
+	e := startEnv(t, model, func(o *server.Options) {
+		o.App.Runtime.Plugins = append(pluginhost.Registered(), wakerPlugin)
+		o.App.PluginDirs = []string{pyPlugins}
+	})
+	wait := func(chat, want string) {
+		t.Helper()
+		waitFor(t, func() string {
+			h := strings.Join(texts(e.history(chat)), "\n")
+			if strings.Contains(h, want) {
+				return want
+			}
+			return h
+		}, want)
+	}
+	// A quiet push: stored, no turn.
+	e.call("POST", "/api/chats/w1/exec", map[string]string{"code": `remind("reminder: quiet", False)`}, nil)
+	time.Sleep(300 * time.Millisecond)
+	if n := len(e.turns("w1")); n != 0 {
+		t.Fatalf("a push without trigger started %d turns", n)
+	}
+	// A waking push from the playground's run: a turn answers it.
+	e.call("POST", "/api/chats/w1/exec", map[string]string{"code": `remind("reminder: stretch", True)`}, nil)
+	wait("w1", "time to stretch")
+	turns := e.waitTurns("w1", 1)
+	reqs := e.model.RequestsFor("w1")
+	if len(turns) != 1 || !reqs[0].Contains("reminder: quiet") {
+		t.Errorf("turns %d; the quiet push must be in the history the turn saw", len(turns))
+	}
+	// From outside a run: a command's handler pushes with trigger.
+	e.post("w2", "u1", "Ann", "/wake")
+	wait("w2", "I am awake")
+	// A Python plugin's push_system(..., trigger_agent=True).
+	e.call("POST", "/api/chats/w3/exec", map[string]string{"code": `nudge("python says hi")`}, nil)
+	wait("w3", "hi python")
+}

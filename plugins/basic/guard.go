@@ -64,7 +64,7 @@ func guard(ctx *plugin.Ctx, key, item string, keep int, what string, send func()
 			if cfg.StrictMessageFilter {
 				return fmt.Errorf(identicalError, what)
 			}
-			return ctx.AddSystemMessage(fmt.Sprintf(identicalNote, what, what))
+			return ctx.PushSystem(fmt.Sprintf(identicalNote, what, what), false)
 		}
 		if what == "message" && similarity(entry.Text, r.Text, cfg.SimilarityCheckLength) > cfg.SimilarityThreshold {
 			similar = true
@@ -74,7 +74,7 @@ func guard(ctx *plugin.Ctx, key, item string, keep int, what string, send func()
 		return err
 	}
 	if similar {
-		if err := ctx.AddSystemMessage(similarNote); err != nil {
+		if err := ctx.PushSystem(similarNote, false); err != nil {
 			return err
 		}
 	}

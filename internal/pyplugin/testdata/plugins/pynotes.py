@@ -170,3 +170,12 @@ async def screen(_ctx: AgentCtx, message: ChatMessage):
 async def screen_system(_ctx: AgentCtx, message: str):
     """Drop the notes about similar messages."""
     return MsgSignal.BLOCK_ALL if "too similar" in message else None
+
+
+@plugin.mount_sandbox_method(SandboxMethodType.TOOL, "nudge")
+async def nudge(_ctx: AgentCtx, text: str) -> str:
+    """Push a system message that wakes the agent."""
+    from nekro_agent.api.message import push_system
+
+    await push_system(_ctx.from_chat_key, text, _ctx, trigger_agent=True)
+    return "nudged"

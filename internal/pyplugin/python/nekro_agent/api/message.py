@@ -25,3 +25,16 @@ async def send_image(chat_key: str, image_path: str, ctx=None, *, record: bool =
 
 async def send_file(chat_key: str, file_path: str, ctx=None, *, record: bool = True) -> None:
     await _send("file", chat_key, file_path, ctx, record)
+
+
+async def push_system(chat_key: str, message: str, ctx=None, trigger_agent: bool = False) -> None:
+    """Add a system message to the chat, for the AI; with trigger_agent a
+    turn answers it. Inside a sandbox method only the run's own chat."""
+    from nekro_agent.api.schemas import _call_token
+
+    token = _call_token(ctx) if ctx is not None else _link.current_call.get()
+    prev = _link.current_call.set(token)
+    try:
+        await _link.get().request("message.push_system", chat_key=chat_key, text=message, trigger=bool(trigger_agent))
+    finally:
+        _link.current_call.reset(prev)
