@@ -173,7 +173,7 @@ func (p *Plugin) OnUserMessage(f func(ctx *Ctx, text string) Signal) {
 }
 
 // OnSystemMessage adds a hook that sees every system message pushed into
-// a chat (a plugin's Ctx.AddSystemMessage) before it is stored; BlockAll
+// a chat (a plugin's Ctx.PushSystem or Plugin.PushSystem) before it is stored; BlockAll
 // drops it. Bounded and combined as OnUserMessage's.
 func (p *Plugin) OnSystemMessage(f func(ctx *Ctx, text string) Signal) {
 	p.onSystemMsg = append(p.onSystemMsg, f)
