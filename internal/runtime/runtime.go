@@ -235,13 +235,27 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.SharedIdle > 0 {
 		rt.janitor = newJanitor(rt, cfg.SharedIdle)
 	}
+	// Settings live in the plugins' data directories, volumes each: they
+	// are mounted at once, not one after the other (about 20 ms each).
 	rt.configs = map[string]*pluginconfig.File{}
+	var cmu sync.Mutex
+	var cwg sync.WaitGroup
 	for _, p := range reg.Plugins() {
-		if f, err := openConfig(rt.layout, p); err != nil {
-			cfg.Log.Error("plugin settings unavailable: the plugin runs with its defaults", "plugin", p.Key(), "err", err)
-		} else if f != nil {
-			rt.configs[p.Key()] = f
-		}
+		cwg.Go(func() {
+			f, err := openConfig(rt.layout, p)
+			if err != nil {
+				cfg.Log.Error("plugin settings unavailable: the plugin runs with its defaults", "plugin", p.Key(), "err", err)
+				return
+			}
+			if f != nil {
+				cmu.Lock()
+				rt.configs[p.Key()] = f
+				cmu.Unlock()
+			}
+		})
+	}
+	cwg.Wait()
+	for _, p := range reg.Plugins() {
 		pluginhost.Bind(p, hostServices{rt: rt, p: p})
 	}
 	if rt.states, err = pluginstate.Open(ctx, cfg.DB); err != nil {
