@@ -40,9 +40,14 @@ const (
 //	PUT  /api/plugins/{key}/config   {"FIELD": value, ...} -> checked, kept; 400 names a bad field
 //	POST /api/plugins/{key}/enable   turns a plugin on (kept in the database; other processes follow)
 //	POST /api/plugins/{key}/disable  turns it off: its methods leave prompts, stubs and calls at once
+//	POST /api/webhook/{endpoint}     the enabled plugins' webhook handlers (Plugin.MountWebhook)
+//	     /plugins/{key}/...          a plugin's own routes (Plugin.MountRoutes); 404 while it is disabled
 //
-// Every /api/ call needs "Authorization: Bearer <token>". The browser UI
-// (/ and /ui/) holds no data and needs none: it asks for the token.
+// Every /api/ call needs "Authorization: Bearer <token>", but a webhook
+// also accepts instead an HMAC-SHA256 signature of its raw body under a
+// handler's secret (X-Hub-Signature-256: sha256=<hex>), and a plugin
+// route marked public needs neither. The browser UI (/ and /ui/) holds
+// no data and needs none: it asks for the token.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/chats/{chat}/messages", s.postMessage)
@@ -66,6 +71,10 @@ func (s *Server) Handler() http.Handler {
 	})
 	top := http.NewServeMux()
 	top.Handle("/api/", s.auth(mux))
+	// Webhooks authenticate each call themselves (a signature or the
+	// token); plugin routes ask for the token except on public paths.
+	top.HandleFunc("POST /api/webhook/{endpoint}", s.webhook)
+	top.HandleFunc("/plugins/{key}/", s.pluginRoutes)
 	top.Handle("/", ui())
 	return top
 }
