@@ -5,6 +5,7 @@ package all
 import (
 	_ "github.com/nekro-go/nekro/plugins/basic"
 	_ "github.com/nekro-go/nekro/plugins/dice"
+	_ "github.com/nekro-go/nekro/plugins/github"
 	_ "github.com/nekro-go/nekro/plugins/history_travel"
 	_ "github.com/nekro-go/nekro/plugins/note"
 	_ "github.com/nekro-go/nekro/plugins/status"
