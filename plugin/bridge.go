@@ -59,6 +59,7 @@ func init() {
 		return o.expiresAt, o.ttl, o.hasTTL, o.expiry
 	}
 	pluginbridge.Registered = func() any { return registered() }
+	pluginbridge.TimerHandler = func(p any) any { return p.(*Plugin).timerHandler() }
 	pluginbridge.Services = func(p any) any {
 		if h := p.(*Plugin).services(); h != nil {
 			return h

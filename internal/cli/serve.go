@@ -45,6 +45,7 @@ until --shutdown-timeout, then their runs are stopped.`,
 			ac := g.config()
 			ac.Runtime.WarmSpares = true
 			ac.Runtime.SharedIdle = 30 * time.Minute
+			ac.Runtime.FireTimers = true
 			ac.LLM = llm.ConfigFromEnv()
 			ac.LLM.BaseURL, ac.LLM.Model = baseURL, model
 			ac.ModelGroups = llm.GroupsFromEnv(ac.LLM)

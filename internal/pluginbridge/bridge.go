@@ -47,6 +47,10 @@ var (
 	// MountConfigFields(*plugin.Plugin, fields) declares a raw plugin's
 	// settings.
 	MountConfigFields func(p any, fields json.RawMessage)
+	// TimerHandler(*plugin.Plugin) returns its OnTimer handler,
+	// func(ctx, chatKey, id, payload string, late time.Duration) error, or
+	// a nil one.
+	TimerHandler func(p any) any
 	// Services(*plugin.Plugin) returns what Bind bound, or nil.
 	Services func(p any) any
 	// Registered() []*plugin.Plugin, sorted by key.

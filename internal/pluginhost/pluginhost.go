@@ -131,6 +131,20 @@ type Services interface {
 	SetConfig(changes map[string]any) error
 }
 
+// TimerServices are the services of a runtime that keeps plugins'
+// timers (package schedule); Plugin.SetTimer and its kin fail with
+// plugin.ErrNoService where the bound Services lack them.
+type TimerServices interface {
+	SetTimer(ctx context.Context, chatKey, id string, at time.Time, cron, tz, payload string) (string, error)
+	ClearTimer(ctx context.Context, chatKey, id string) (bool, error)
+	Timers(ctx context.Context, chatKey string, each func(id string, due time.Time, cron, tz, payload string)) error
+}
+
+// TimerHandler returns p's OnTimer handler, or nil.
+func TimerHandler(p *plugin.Plugin) func(ctx context.Context, chatKey, id, payload string, late time.Duration) error {
+	return pluginbridge.TimerHandler(p).(func(context.Context, string, string, string, time.Duration) error)
+}
+
 // ServicesOf returns the services bound to p, or nil before the runtime
 // bound it.
 func ServicesOf(p *plugin.Plugin) Services {

@@ -26,6 +26,7 @@ import (
 	"github.com/nekro-go/nekro/internal/sandbox/bwrap"
 	"github.com/nekro-go/nekro/internal/sandbox/docker"
 	"github.com/nekro-go/nekro/internal/sandbox/seccomp"
+	"github.com/nekro-go/nekro/internal/schedule"
 	"github.com/nekro-go/nekro/internal/uids"
 	"github.com/nekro-go/nekro/plugin"
 )
@@ -90,6 +91,9 @@ type Config struct {
 	DB    db.Handle
 	Store *kv.Store
 	Log   *slog.Logger
+	// FireTimers makes this runtime fire plugins' due timers (nekro
+	// serve); every runtime may set and list them.
+	FireTimers bool
 }
 
 // Defaults of the disk a chat and a plugin may take.
@@ -118,6 +122,7 @@ type Runtime struct {
 	stubs     sync.Map                      // method set -> api_caller.py (apiCaller)
 	configs   map[string]*pluginconfig.File // by plugin key; set before init hooks, read-only after
 	states    *pluginstate.Store            // which plugins the operator turned off
+	timers    *schedule.Store               // plugins' timers
 	stateMu   sync.Mutex                    // serialises applying state changes
 	stopWatch context.CancelFunc
 	pushMu    sync.Mutex
@@ -261,6 +266,9 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if rt.states, err = pluginstate.Open(ctx, cfg.DB); err != nil {
 		return nil, err
 	}
+	if rt.timers, err = schedule.Open(ctx, cfg.DB); err != nil {
+		return nil, err
+	}
 	off, err := rt.states.Disabled(ctx)
 	if err != nil {
 		return nil, err
@@ -271,6 +279,10 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	rt.stopWatch = stop
 	rt.bg.Add(1)
 	go rt.watchPluginState(watch)
+	if cfg.FireTimers {
+		rt.bg.Add(1)
+		go rt.fireTimers(watch)
+	}
 	return rt, nil
 }
 
@@ -381,6 +393,9 @@ func (rt *Runtime) close(ctx context.Context) {
 	}
 	if rt.states != nil {
 		rt.states.Close()
+	}
+	if rt.timers != nil {
+		rt.timers.Close()
 	}
 	if rt.runsDir != "" {
 		os.Remove(filepath.Join(rt.runsDir, "seccomp.json"))

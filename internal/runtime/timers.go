@@ -1,0 +1,109 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nekro-go/nekro/internal/pluginhost"
+	"github.com/nekro-go/nekro/internal/schedule"
+	"github.com/nekro-go/nekro/plugin"
+)
+
+// timerPoll is how often a runtime that fires timers looks for due ones.
+const timerPoll = time.Second
+
+// TimerLateNote is the lateness past which a firing says how late it is
+// (nekro was not running when the timer was due, or was overloaded).
+const TimerLateNote = 5 * time.Second
+
+func (h hostServices) SetTimer(ctx context.Context, chatKey, id string, at time.Time, cron, tz, payload string) (string, error) {
+	return h.rt.timers.Set(ctx, schedule.Timer{Plugin: h.p.Key(), Chat: chatKey, ID: id, Due: at, Cron: cron, TZ: tz, Payload: payload})
+}
+
+func (h hostServices) ClearTimer(ctx context.Context, chatKey, id string) (bool, error) {
+	return h.rt.timers.Clear(ctx, h.p.Key(), chatKey, id)
+}
+
+func (h hostServices) Timers(ctx context.Context, chatKey string, each func(id string, due time.Time, cron, tz, payload string)) error {
+	list, err := h.rt.timers.List(ctx, h.p.Key(), chatKey)
+	if err != nil {
+		return err
+	}
+	for _, t := range list {
+		each(t.ID, t.Due, t.Cron, t.TZ, t.Payload)
+	}
+	return nil
+}
+
+var _ pluginhost.TimerServices = hostServices{}
+
+// fireTimers fires the enabled plugins' due timers until ctx ends. Every
+// process sharing the database may run it: Claim gives each occurrence
+// to one of them.
+func (rt *Runtime) fireTimers(ctx context.Context) {
+	defer rt.bg.Done()
+	t := time.NewTicker(timerPoll)
+	defer t.Stop()
+	for {
+		rt.pushMu.Lock()
+		ready := rt.push != nil // firings wake the agent: wait for it
+		rt.pushMu.Unlock()
+		if !ready {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+				continue
+			}
+		}
+		byKey := map[string]*plugin.Plugin{}
+		var keys []string
+		for _, p := range rt.registry.Plugins() {
+			byKey[p.Key()] = p
+			keys = append(keys, p.Key())
+		}
+		fired, err := rt.timers.Claim(ctx, time.Now(), keys, 100)
+		if err != nil && ctx.Err() == nil {
+			rt.log.Warn("cannot read due timers", "err", err)
+		}
+		for _, f := range fired {
+			p := byKey[f.Plugin]
+			rt.bg.Go(func() { rt.fire(context.WithoutCancel(ctx), p, f) })
+		}
+		if len(fired) == 100 {
+			continue // more are due
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// fire runs p's OnTimer handler for f, or pushes f's payload to its chat.
+func (rt *Runtime) fire(ctx context.Context, p *plugin.Plugin, f schedule.Fired) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	log := rt.log.With("plugin", f.Plugin, "chat", f.Chat, "timer", f.ID, "late", f.Late.Round(time.Millisecond))
+	log.Info("timer fires")
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("timer handler panicked", "panic", r)
+		}
+	}()
+	var err error
+	if h := pluginhost.TimerHandler(p); h != nil {
+		err = h(ctx, f.Chat, f.ID, f.Payload, f.Late)
+	} else {
+		text := "⏰ Timer: " + f.Payload
+		if f.Late >= TimerLateNote {
+			text += fmt.Sprintf(" (fired %s late: nekro was not running when it was due)", f.Late.Round(time.Second))
+		}
+		err = hostServices{rt: rt, p: p}.PushSystem(ctx, f.Chat, text, true)
+	}
+	if err != nil {
+		log.Error("timer handler failed", "err", err)
+	}
+}
