@@ -9,5 +9,6 @@ import (
 	_ "github.com/nekro-go/nekro/plugins/history_travel"
 	_ "github.com/nekro-go/nekro/plugins/note"
 	_ "github.com/nekro-go/nekro/plugins/status"
+	_ "github.com/nekro-go/nekro/plugins/timer"
 	_ "github.com/nekro-go/nekro/plugins/view_image"
 )
