@@ -52,7 +52,19 @@ type RunEnv struct {
 	// History answers Ctx.History: the latest limit messages of this
 	// run's chat, rendered; nil leaves the run without it.
 	History func(ctx context.Context, limit int) ([]string, error)
+	// Task is set for a background task's Ctx (Progress, WaitNotify).
+	Task TaskControl
 }
+
+// TaskControl is a background task's side of its Ctx: progress reports
+// and waits for notifications. (Package plugin names the same type.)
+type TaskControl = interface {
+	Progress(percent int, message string)
+	Wait(ctx context.Context, key string, timeout time.Duration) (string, error)
+}
+
+// TaskControl returns the task the Ctx belongs to, or nil.
+func (e *RunEnv) TaskControl() TaskControl { return e.Task }
 
 // ChatHistory answers Ctx.History for the run's own chat.
 func (e *RunEnv) ChatHistory(ctx context.Context, limit int) ([]string, error) {

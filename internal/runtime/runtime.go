@@ -127,6 +127,8 @@ type Runtime struct {
 	stopWatch context.CancelFunc
 	pushMu    sync.Mutex
 	push      func(ctx context.Context, chatKey, text string, trigger bool) error
+	tasksOnce sync.Once
+	bgTasks   *tasks // plugins' background tasks (taskList)
 }
 
 // OnPush sets what plugins' Plugin.PushSystem calls (the agent's
@@ -324,6 +326,9 @@ func (rt *Runtime) applyPluginState(ctx context.Context, off map[string]bool) {
 		if off[key] == was[key] {
 			continue
 		}
+		if off[key] {
+			rt.cancelTasks(key) // a disabled plugin's background work stops
+		}
 		ok, err := rt.registry.SetEnabled(ctx, key, !off[key])
 		if err != nil {
 			rt.log.Error("plugin could not be enabled", "plugin", key, "err", err)
@@ -376,6 +381,7 @@ func (rt *Runtime) close(ctx context.Context) {
 	if rt.stopWatch != nil {
 		rt.stopWatch()
 	}
+	rt.stopTasks(ctx)
 	if rt.janitor != nil {
 		rt.janitor.close()
 	}

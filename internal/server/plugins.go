@@ -180,3 +180,9 @@ func (s *Server) setPluginEnabled(on bool) http.HandlerFunc {
 		writeJSON(w, http.StatusOK, map[string]any{"key": key, "enabled": on})
 	}
 }
+
+// tasks answers GET /api/tasks: the plugins' background tasks, running
+// first (plugin, chat, id, status, progress, message, error, times).
+func (s *Server) tasks(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"tasks": s.rt.Tasks()})
+}

@@ -769,3 +769,84 @@ func TestSystemPushesWakeTheAgent(t *testing.T) {
 	e.call("POST", "/api/chats/w3/exec", map[string]string{"code": `nudge("python says hi")`}, nil)
 	wait("w3", "hi python")
 }
+
+// A Go plugin with a background task: started by a method, waiting for a
+// notification (given by a command), reporting back to the agent.
+var jobPlugin = func() *plugin.Plugin {
+	p := plugin.New(plugin.Meta{Name: "Jobs", ModuleName: "jobs", Author: "tester", Version: "1.0.0"})
+	plugin.MountSandboxMethod(p, plugin.Method{Type: plugin.Tool, Name: "start_job", Description: "Start.", Doc: "Start the background job."},
+		func(ctx *plugin.Ctx, _ struct{}) (string, error) {
+			err := p.StartTask(ctx, ctx.ChatKey(), "job1", func(tctx *plugin.Ctx) error {
+				tctx.Progress(10, "waiting for the go-ahead")
+				data, err := tctx.WaitNotify("go", time.Minute)
+				if err != nil {
+					return err
+				}
+				tctx.Progress(100, "done")
+				return tctx.PushSystem("job finished with "+data, true)
+			})
+			return "started", err
+		})
+	plugin.MountCommand(p, plugin.Command{Name: "go", Description: "Let the job go on."},
+		func(ctx *plugin.Ctx, _ struct{}) (string, error) {
+			return fmt.Sprint(p.NotifyTask(ctx.ChatKey(), "job1", "go", "42")), nil
+		})
+	return p
+}()
+
+// Background tasks: listed with their progress while they run; a
+// notification lets one go on, and its push wakes the agent, whose turn
+// answers in the chat; disabling the plugin cancels its running tasks.
+func TestBackgroundTaskWakesTheAgent(t *testing.T) {
+	model := func(r llmtest.Request) llmtest.Reply {
+		if r.Contains("job finished with 42") && !r.Contains("the job is done") {
+			return llmtest.Code(`send_msg_text(_ck, "the job is done")`)
+		}
+		return llmtest.Code(`send_msg_text(_ck, "ok")`)
+	}
+	e := startEnv(t, model, func(o *server.Options) { o.App.Runtime.Plugins = append(pluginhost.Registered(), jobPlugin) })
+	type taskList struct {
+		Tasks []struct {
+			ChatKey                    string `json:"chat_key"`
+			ID, Status, Message, Error string
+			Progress                   int
+		}
+	}
+	status := func() string {
+		var l taskList
+		e.call("GET", "/api/tasks", nil, &l)
+		var out []string
+		for _, t := range l.Tasks {
+			out = append(out, fmt.Sprintf("%s/%s %s %d %s", t.ChatKey, t.ID, t.Status, t.Progress, t.Message))
+		}
+		return strings.Join(out, "; ")
+	}
+	e.call("POST", "/api/chats/j1/exec", map[string]string{"code": `print(start_job())`}, nil)
+	waitFor(t, status, "j1/job1 running 10 waiting for the go-ahead")
+	var res struct{ Output string }
+	e.call("POST", "/api/chats/j1/exec", map[string]string{"code": `
+try:
+    start_job()
+except Exception as e:
+    print(e)`}, &res)
+	if !strings.Contains(res.Output, "task job1 is already running in chat j1") {
+		t.Errorf("a second start: %q", res.Output)
+	}
+	e.post("j1", "u1", "Ann", "/go")
+	waitFor(t, func() string {
+		h := strings.Join(texts(e.history("j1")), "\n")
+		if strings.Contains(h, "the job is done") {
+			return "answered"
+		}
+		return h
+	}, "answered")
+	waitFor(t, status, "j1/job1 done 100 done")
+
+	// Disabling the plugin cancels its running task.
+	e.call("POST", "/api/chats/j2/exec", map[string]string{"code": `print(start_job())`}, nil)
+	waitFor(t, status, "j2/job1 running 10 waiting for the go-ahead; j1/job1 done 100 done")
+	if st := e.call("POST", "/api/plugins/tester.jobs/disable", nil, nil); st != http.StatusOK {
+		t.Fatalf("disable: %d", st)
+	}
+	waitFor(t, status, "j2/job1 cancelled 10 waiting for the go-ahead; j1/job1 done 100 done")
+}
