@@ -5,6 +5,7 @@ package all
 
 import (
 	_ "github.com/nekro-go/nekro/examples/chatmessage"
+	_ "github.com/nekro-go/nekro/examples/countdown"
 	_ "github.com/nekro-go/nekro/examples/files"
 	_ "github.com/nekro-go/nekro/examples/kvstore"
 	_ "github.com/nekro-go/nekro/examples/sandboxmethods"

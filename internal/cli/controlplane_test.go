@@ -111,7 +111,7 @@ else:
 	}
 
 	// A note made in chat a shows in a's next prompt, not in b's.
-	say("a", "please remember my favourite colour", "favourite colour")
+	say("a", "please remember my favourite colour", "Note `favourite colour` set") // set_note's recorded result
 	say("a", "hi again", "hello")
 	say("b", "hi", "hello")
 	if !strings.Contains(lastPrompt("a"), "the user likes teal") || strings.Contains(lastPrompt("b"), "teal") {
