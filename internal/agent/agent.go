@@ -73,6 +73,9 @@ type Config struct {
 	CommandPrefix string
 	// SuperUsers are the user ids that may use every command.
 	SuperUsers []string
+	// Python is the host's interpreter, used to tell a reply that is
+	// code from one that is words; default /usr/bin/python3.
+	Python string
 	// ModelGroups are the operator's models besides the turns' own
 	// ("chat"), by group name ("vision", ...), for plugins' Ctx.AskModel.
 	ModelGroups map[string]llm.Model
@@ -91,6 +94,8 @@ type Agent struct {
 	cancelBase context.CancelFunc
 	turnSlots  chan struct{}
 	wg         sync.WaitGroup
+
+	isPython func(ctx context.Context, src string) bool
 
 	mu      sync.Mutex
 	closing bool
@@ -125,6 +130,11 @@ func New(rt *runtime.Runtime, chats *chat.Service, model llm.Model, cfg Config) 
 	base, cancel := context.WithCancel(context.Background())
 	a := &Agent{cfg: cfg, rt: rt, chats: chats, model: model, log: cfg.Log, base: base, cancelBase: cancel,
 		turnSlots: make(chan struct{}, cfg.MaxConcurrentTurns), state: map[string]*chatState{}}
+	python := cfg.Python
+	if python == "" {
+		python = "/usr/bin/python3"
+	}
+	a.isPython = pythonParses(python)
 	chats.OnWake(a.wake)
 	rt.OnPush(a.PushSystem)
 	return a

@@ -21,6 +21,7 @@ How the sandbox works:
 - The functions listed in <plugins> below are already imported; call them as ordinary (blocking) functions. They run on the host.
 - The variable _ck holds this chat's key. Talk to the users with send_msg_text(_ck, "...") and send files from ./shared or ./uploads with send_msg_file(_ck, "/app/shared/name.png"). Printing does not reach the users. You cannot write into any other chat: a different chat key is refused.
 - A method marked [AGENT METHOD - STOP AFTER CALL] ends the run as soon as it returns: code after it is not executed. Call it last; its result is given back to you and you then write the next script.
+- A reply that is not code (no fenced block, and not valid Python) is sent to the chat as your message, as it is, and nothing runs; text outside a fenced block is never sent. Prefer send_msg_text from code.
 - If the script fails, you get its output (with the traceback) and may reply with a corrected script. Do not hide errors with try/except around everything.
 - Results of some methods appear in the chat history as SYSTEM messages.
 `

@@ -62,6 +62,16 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 			fail(chat.TurnFailed, "the model did not answer: %v", err)
 			return
 		}
+		// A reply that is words, not code, is the assistant's message.
+		if prose := proseOf(ctx, comp.Text, a.isPython); prose != "" {
+			if _, err := a.chats.AddMessage(context.WithoutCancel(ctx), chat.Message{ChatKey: chatKey, Role: chat.Assistant,
+				SenderID: chat.AssistantID, SenderName: "assistant", Text: chat.TruncateText(prose), TurnID: turn.ID}); err != nil {
+				fail(chat.TurnFailed, "could not store the reply: %v", err)
+				return
+			}
+			turn.Status = chat.TurnDone
+			return
+		}
 		code := ExtractCode(comp.Text)
 
 		// Messages this run stores to carry an agent result; the

@@ -318,3 +318,30 @@ send_msg_file(_ck, "/app/shared/report.txt")`)
 		t.Fatalf("reading the attachment back: %+v", res)
 	}
 }
+
+// A reply that is words, not code, reaches the chat as the assistant's
+// message and nothing runs; an unfenced reply that is Python still runs.
+func TestProseReplyIsTheAssistantsMessage(t *testing.T) {
+	e := startEnv(t, func(r llmtest.Request) llmtest.Reply {
+		if r.Contains("code please") {
+			return llmtest.Reply{Text: "send_msg_text(_ck, \"from unfenced code\")"}
+		}
+		return llmtest.Reply{Text: "Hello! I am here. What shall we do today?"}
+	}, nil)
+	e.post("p1", "u1", "Ann", "hi")
+	turns := e.waitTurns("p1", 1)
+	h := e.history("p1")
+	last := h[len(h)-1]
+	if turns[0].Status != "done" || last.Role != "assistant" || last.Text != "Hello! I am here. What shall we do today?" {
+		t.Errorf("turn %+v, last message %+v", turns[0], last)
+	}
+	if runs := e.runs("p1"); len(runs) != 0 || len(e.model.RequestsFor("p1")) != 1 {
+		t.Errorf("a prose reply ran as code: %d runs, %d requests", len(runs), len(e.model.RequestsFor("p1")))
+	}
+	e.post("p2", "u1", "Ann", "code please")
+	e.waitTurns("p2", 1)
+	h = e.history("p2")
+	if last := h[len(h)-1]; last.Text != "from unfenced code" || len(e.runs("p2")) != 1 {
+		t.Errorf("unfenced code did not run: %+v", h)
+	}
+}
