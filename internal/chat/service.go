@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -378,4 +379,61 @@ func (s *Service) Runs(ctx context.Context, chatKey string) ([]Run, error) {
 		return nil, fmt.Errorf("runs of %s: %w", chatKey, err)
 	}
 	return out, nil
+}
+
+// Summary is one chat as the chat list shows it.
+type Summary struct {
+	ChatKey      string    `json:"chat_key"`
+	LastMessage  Message   `json:"last_message"`
+	LastActivity time.Time `json:"last_activity"`
+	// TurnState is the status of the chat's latest turn ("running",
+	// "done", ...), "" when it never had one.
+	TurnState string `json:"turn_state"`
+}
+
+// Chats lists the chats that have messages, the most recently active
+// first: at most limit, older than the message id before when it is not 0
+// (pass the last listed chat's LastMessage.ID for the next page).
+func (s *Service) Chats(ctx context.Context, limit int, before int64) ([]Summary, error) {
+	if before <= 0 {
+		before = math.MaxInt64
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT `+prefixed("m.", messageColumns)+`,
+		COALESCE((SELECT t.status FROM chat_turns t WHERE t.chat_key = m.chat_key ORDER BY t.id DESC LIMIT 1), '')
+		FROM chat_messages m
+		JOIN (SELECT chat_key, MAX(id) AS last FROM chat_messages GROUP BY chat_key) l ON m.id = l.last
+		WHERE m.id < $1 ORDER BY m.id DESC LIMIT $2`, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("chat list: %w", err)
+	}
+	defer rows.Close()
+	out := []Summary{}
+	for rows.Next() {
+		var (
+			m         Message
+			role, att string
+			turn      sql.NullInt64
+			created   int64
+			state     string
+		)
+		if err := rows.Scan(&m.ID, &m.ChatKey, &role, &m.SenderID, &m.SenderName, &m.Text, &att, &turn, &created, &state); err != nil {
+			return nil, fmt.Errorf("chat list: %w", err)
+		}
+		m.Role, m.TurnID, m.Time = Role(role), turn.Int64, fromMicros(created)
+		json.Unmarshal([]byte(att), &m.Attachments)
+		if m.Attachments == nil {
+			m.Attachments = []Attachment{}
+		}
+		out = append(out, Summary{ChatKey: m.ChatKey, LastMessage: m, LastActivity: m.Time, TurnState: state})
+	}
+	return out, rows.Err()
+}
+
+// prefixed puts prefix before each of a comma-separated column list.
+func prefixed(prefix, columns string) string {
+	parts := strings.Split(columns, ", ")
+	for i, p := range parts {
+		parts[i] = prefix + p
+	}
+	return strings.Join(parts, ", ")
 }

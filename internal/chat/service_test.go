@@ -414,3 +414,31 @@ func TestRunRecordsCapAgentResults(t *testing.T) {
 		}
 	})
 }
+
+// The chat list on both databases: most recently active first, the last
+// message and the latest turn's state, paged by message id.
+func TestChatsListsRecentFirst(t *testing.T) {
+	forEachDB(t, func(t *testing.T, kind string) {
+		ctx := context.Background()
+		s, _ := open(t, kind)
+		for _, c := range []string{"a", "b", "c"} {
+			if _, err := s.AddMessage(ctx, userMsg(c, "hello "+c)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, _, err := s.ClaimTurn(ctx, "b"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AddMessage(ctx, userMsg("a", "again")); err != nil {
+			t.Fatal(err)
+		}
+		page, err := s.Chats(ctx, 2, 0)
+		if err != nil || len(page) != 2 || page[0].ChatKey != "a" || page[0].LastMessage.Text != "again" || page[1].ChatKey != "c" {
+			t.Fatalf("page 1: %+v %v", page, err)
+		}
+		rest, err := s.Chats(ctx, 2, page[1].LastMessage.ID)
+		if err != nil || len(rest) != 1 || rest[0].ChatKey != "b" || rest[0].TurnState != chat.TurnRunning {
+			t.Fatalf("page 2: %+v %v", rest, err)
+		}
+	})
+}

@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"strings"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -76,5 +79,36 @@ plugins inject). Nothing is sent and nothing is stored.`,
 	prompt.Flags().StringVar(&user, "user", "", "the user the turn would run for")
 	prompt.Flags().BoolVar(&asJSON, "json", false, `print {"messages": [...]} as the model API receives them`)
 	cmd.AddCommand(prompt)
+	var limit int
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the chats, most recently active first, with their last message and turn state",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			a, err := app.Open(ctx, g.config())
+			if err != nil {
+				return err
+			}
+			defer a.Close(ctx)
+			chats, err := a.Chats.Chats(ctx, limit, 0)
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "CHAT\tLAST ACTIVITY\tTURN\tLAST MESSAGE")
+			for _, c := range chats {
+				text := strings.ReplaceAll(c.LastMessage.Text, "\n", " ")
+				if r := []rune(text); len(r) > 60 {
+					text = string(r[:60]) + "..."
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s: %s\n", c.ChatKey, c.LastActivity.Local().Format("2006-01-02 15:04:05"),
+					cmp.Or(c.TurnState, "-"), c.LastMessage.SenderName, text)
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().IntVar(&limit, "limit", 50, "chats to list at most")
+	cmd.AddCommand(list)
 	return cmd
 }

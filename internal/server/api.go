@@ -37,6 +37,7 @@ const (
 //	GET  /api/status                 model, plugins
 //	GET  /api/plugins                every plugin: enabled, methods (Python signatures, docs), settings
 //	GET  /api/tasks                  plugins' background tasks: status, progress, message
+//	GET  /api/chats?limit=&before=   the chats, most recently active first: last message, turn state
 //	GET  /api/plugins/{key}/config   a plugin's settings (secrets masked) and their JSON Schema
 //	PUT  /api/plugins/{key}/config   {"FIELD": value, ...} -> checked, kept; 400 names a bad field
 //	POST /api/plugins/{key}/enable   turns a plugin on (kept in the database; other processes follow)
@@ -64,6 +65,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/status", s.status)
 	mux.HandleFunc("GET /api/plugins", s.plugins)
 	mux.HandleFunc("GET /api/tasks", s.tasks)
+	mux.HandleFunc("GET /api/chats", s.chatList)
 	mux.HandleFunc("GET /api/plugins/{key}/config", s.getPluginConfig)
 	mux.HandleFunc("PUT /api/plugins/{key}/config", s.putPluginConfig)
 	mux.HandleFunc("POST /api/plugins/{key}/enable", s.setPluginEnabled(true))

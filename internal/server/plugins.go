@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/nekro-go/nekro/internal/pluginconfig"
@@ -185,4 +186,40 @@ func (s *Server) setPluginEnabled(on bool) http.HandlerFunc {
 // first (plugin, chat, id, status, progress, message, error, times).
 func (s *Server) tasks(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"tasks": s.rt.Tasks()})
+}
+
+// Chat list paging.
+const (
+	defaultChatListLimit = 50
+	maxChatListLimit     = 500
+)
+
+// chatList answers GET /api/chats?limit=N&before=ID: the chats with
+// messages, most recently active first, each with its last message and
+// the state of its latest turn. before is the last listed chat's
+// last_message.id, for the next page.
+func (s *Server) chatList(w http.ResponseWriter, r *http.Request) {
+	limit, before := defaultChatListLimit, int64(0)
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxChatListLimit {
+			writeError(w, http.StatusBadRequest, "limit must be 1 to %d", maxChatListLimit)
+			return
+		}
+		limit = n
+	}
+	if v := r.URL.Query().Get("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, "before must be a message id")
+			return
+		}
+		before = n
+	}
+	chats, err := s.chats.Chats(r.Context(), limit, before)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"chats": chats})
 }

@@ -3,13 +3,16 @@ package server_test
 import (
 	"bytes"
 	"encoding/base64"
+	"fmt"
 	"image/png"
+	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/llm/llmtest"
 	"github.com/nekro-go/nekro/internal/server"
+	"github.com/nekro-go/nekro/internal/testutil"
 )
 
 // A TOOL call is used inside the code: its result reaches the code, not
@@ -343,5 +346,48 @@ func TestProseReplyIsTheAssistantsMessage(t *testing.T) {
 	h = e.history("p2")
 	if last := h[len(h)-1]; last.Text != "from unfenced code" || len(e.runs("p2")) != 1 {
 		t.Errorf("unfenced code did not run: %+v", h)
+	}
+}
+
+// The chat list: the chats with messages, most recently active first,
+// with their last message and turn state, paged; `nekro chats list`
+// prints the same.
+func TestChatList(t *testing.T) {
+	e := startEnv(t, func(r llmtest.Request) llmtest.Reply { return llmtest.Code(`send_msg_text(_ck, "answered")`) }, nil)
+	for _, c := range []string{"first", "second", "third"} {
+		e.post(c, "u1", "Ann", "hello "+c)
+		e.waitTurns(c, 1)
+	}
+	e.call("POST", "/api/chats/first/exec", map[string]string{"code": `send_msg_text(_ck, "latest news")`}, nil)
+	type list struct {
+		Chats []struct {
+			ChatKey     string `json:"chat_key"`
+			TurnState   string `json:"turn_state"`
+			LastMessage struct {
+				ID   int64
+				Text string
+			} `json:"last_message"`
+		}
+	}
+	var l list
+	if st := e.call("GET", "/api/chats?limit=2", nil, &l); st != http.StatusOK || len(l.Chats) != 2 {
+		t.Fatalf("GET /api/chats: %d %+v", st, l)
+	}
+	if c := l.Chats[0]; c.ChatKey != "first" || c.LastMessage.Text != "latest news" || c.TurnState != "done" || l.Chats[1].ChatKey != "third" {
+		t.Errorf("page 1: %+v", l.Chats)
+	}
+	var next list
+	e.call("GET", fmt.Sprintf("/api/chats?limit=2&before=%d", l.Chats[1].LastMessage.ID), nil, &next)
+	if len(next.Chats) != 1 || next.Chats[0].ChatKey != "second" || next.Chats[0].LastMessage.Text != "answered" {
+		t.Errorf("page 2: %+v", next.Chats)
+	}
+	if st := e.call("GET", "/api/chats?limit=0", nil, nil); st != http.StatusBadRequest {
+		t.Errorf("limit=0: %d", st)
+	}
+	e.stop()
+	r := testutil.RunNekro(t, nil, "--data", e.dataDir, "chats", "list")
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	if r.Code != 0 || len(lines) != 4 || !strings.HasPrefix(lines[1], "first ") || !strings.Contains(lines[1], "assistant: latest news") {
+		t.Errorf("chats list: %+v", r)
 	}
 }
