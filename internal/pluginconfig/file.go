@@ -38,6 +38,9 @@ type File struct {
 	stamp   stamp  // of the file the values came from
 	checked time.Time
 	err     error
+
+	raw        json.RawMessage // values encoded, for rawVersion
+	rawVersion uint64
 }
 
 type stamp struct {
@@ -84,10 +87,20 @@ func (f *File) Values() (map[string]any, uint64) {
 }
 
 // JSON returns the current settings as a JSON object and their version.
+//
+// It is asked on every call of a plugin with settings (a Python plugin's
+// call, a Go plugin's Get), so the encoding is kept until they change.
 func (f *File) JSON() (json.RawMessage, uint64) {
-	v, version := f.Values()
-	b, _ := json.Marshal(v)
-	return b, version
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if time.Since(f.checked) >= recheck {
+		f.reloadLocked(false)
+	}
+	if f.rawVersion != f.version || f.raw == nil {
+		f.raw, _ = json.Marshal(f.values)
+		f.rawVersion = f.version
+	}
+	return f.raw, f.version
 }
 
 // Err reports why the file's present content is not in force, or nil.
