@@ -2,11 +2,13 @@ package db
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // EnvDatabaseURL names the environment variable holding the database URL.
@@ -61,4 +63,26 @@ func (h Handle) Close() error {
 		return h.SQLite.Close()
 	}
 	return nil
+}
+
+// Writer migrates a component whose one migration list both databases
+// accept (portable SQL, $1 placeholders) on whichever database h holds,
+// and returns a *sql.DB writing to it with the function that releases it
+// (SQLite's writer is h's and stays open; PostgreSQL's is a view of h's
+// pool).
+func Writer(ctx context.Context, h Handle, component string, ms []Migration) (*sql.DB, func() error, error) {
+	switch {
+	case h.SQLite != nil:
+		if err := MigrateSQLite(ctx, h.SQLite, component, ms); err != nil {
+			return nil, nil, err
+		}
+		return h.SQLite.Write, func() error { return nil }, nil
+	case h.Postgres != nil:
+		if err := MigratePostgres(ctx, h.Postgres, component, ms); err != nil {
+			return nil, nil, err
+		}
+		w := stdlib.OpenDBFromPool(h.Postgres)
+		return w, w.Close, nil
+	}
+	return nil, nil, errors.New("no database")
 }

@@ -8,11 +8,8 @@ package pluginstate
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/nekro-go/nekro/internal/db"
 )
@@ -31,34 +28,21 @@ var migrations = []db.Migration{{
 
 // Store reads and writes the operator's choices.
 type Store struct {
-	db   *sql.DB
-	owns bool
+	db    *sql.DB
+	close func() error
 }
 
 // Open migrates the table on h.
 func Open(ctx context.Context, h db.Handle) (*Store, error) {
-	switch {
-	case h.SQLite != nil:
-		if err := db.MigrateSQLite(ctx, h.SQLite, component, migrations); err != nil {
-			return nil, fmt.Errorf("plugin state: %w", err)
-		}
-		return &Store{db: h.SQLite.Write}, nil
-	case h.Postgres != nil:
-		if err := db.MigratePostgres(ctx, h.Postgres, component, migrations); err != nil {
-			return nil, fmt.Errorf("plugin state: %w", err)
-		}
-		return &Store{db: stdlib.OpenDBFromPool(h.Postgres), owns: true}, nil
+	w, closeFn, err := db.Writer(ctx, h, component, migrations)
+	if err != nil {
+		return nil, fmt.Errorf("plugin state: %w", err)
 	}
-	return nil, errors.New("plugin state: no database")
+	return &Store{db: w, close: closeFn}, nil
 }
 
 // Close releases the store's own handle; the database stays open.
-func (s *Store) Close() error {
-	if s.owns {
-		return s.db.Close()
-	}
-	return nil
-}
+func (s *Store) Close() error { return s.close() }
 
 // Set records whether the plugin with key is enabled.
 func (s *Store) Set(ctx context.Context, key string, enabled bool) error {

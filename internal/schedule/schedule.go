@@ -18,7 +18,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/robfig/cron/v3"
 
 	"github.com/nekro-go/nekro/internal/db"
@@ -70,34 +69,21 @@ type Fired struct {
 
 // Store reads and writes the timers.
 type Store struct {
-	db   *sql.DB
-	owns bool
+	db    *sql.DB
+	close func() error
 }
 
 // Open migrates the table on h.
 func Open(ctx context.Context, h db.Handle) (*Store, error) {
-	switch {
-	case h.SQLite != nil:
-		if err := db.MigrateSQLite(ctx, h.SQLite, component, migrations); err != nil {
-			return nil, fmt.Errorf("timers: %w", err)
-		}
-		return &Store{db: h.SQLite.Write}, nil
-	case h.Postgres != nil:
-		if err := db.MigratePostgres(ctx, h.Postgres, component, migrations); err != nil {
-			return nil, fmt.Errorf("timers: %w", err)
-		}
-		return &Store{db: stdlib.OpenDBFromPool(h.Postgres), owns: true}, nil
+	w, closeFn, err := db.Writer(ctx, h, component, migrations)
+	if err != nil {
+		return nil, fmt.Errorf("timers: %w", err)
 	}
-	return nil, errors.New("timers: no database")
+	return &Store{db: w, close: closeFn}, nil
 }
 
 // Close releases the store's own handle; the database stays open.
-func (s *Store) Close() error {
-	if s.owns {
-		return s.db.Close()
-	}
-	return nil
-}
+func (s *Store) Close() error { return s.close() }
 
 var parser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
 

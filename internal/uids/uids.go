@@ -15,8 +15,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/jackc/pgx/v5/stdlib"
-
 	"github.com/nekro-go/nekro/internal/db"
 )
 
@@ -70,7 +68,7 @@ var migrations = []db.Migration{{
 // Allocator hands out chat uids.
 type Allocator struct {
 	w     *sql.DB
-	owns  bool
+	close func() error // releases w
 	rng   Range
 	mu    sync.Mutex
 	cache map[string]int
@@ -81,30 +79,16 @@ func Open(ctx context.Context, h db.Handle, rng Range) (*Allocator, error) {
 	if err := rng.Check(); err != nil {
 		return nil, err
 	}
-	a := &Allocator{rng: rng, cache: map[string]int{}}
-	switch {
-	case h.SQLite != nil:
-		if err := db.MigrateSQLite(ctx, h.SQLite, component, migrations); err != nil {
-			return nil, fmt.Errorf("sandbox uids: %w", err)
-		}
-		a.w = h.SQLite.Write
-	case h.Postgres != nil:
-		if err := db.MigratePostgres(ctx, h.Postgres, component, migrations); err != nil {
-			return nil, fmt.Errorf("sandbox uids: %w", err)
-		}
-		a.w, a.owns = stdlib.OpenDBFromPool(h.Postgres), true
-	default:
-		return nil, errors.New("sandbox uids: no database")
+	w, closeFn, err := db.Writer(ctx, h, component, migrations)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox uids: %w", err)
 	}
-	return a, nil
+	return &Allocator{w: w, close: closeFn, rng: rng, cache: map[string]int{}}, nil
 }
 
 // Close releases the allocator's own handle; the database stays open.
 func (a *Allocator) Close() error {
-	if a.owns {
-		return a.w.Close()
-	}
-	return nil
+	return a.close()
 }
 
 // Range returns the range uids come from.
