@@ -1,13 +1,7 @@
 package countdown_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -32,51 +26,13 @@ func TestRouteWakesABackgroundTaskThroughNekroServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer model.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	cmd := exec.Command(testutil.Nekro(t), "serve", "--data", testutil.DataDir(t), "--listen", addr)
-	cmd.Env = append(os.Environ(), "NEKRO_LLM_BASE_URL="+model.URL, "NEKRO_LLM_MODEL=scripted", "NEKRO_API_TOKEN=tok-countdown")
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-	}()
-	call := func(method, path, token string, body any) (int, string) {
-		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequest(method, "http://"+addr+path, rd)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, strings.TrimSpace(string(b))
-	}
 	const tok = "tok-countdown"
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if st, _ := call("GET", "/api/status", tok, nil); st == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nekro serve did not start:\n%s", logs.String())
-		}
+	srv := testutil.Serve(t, testutil.DataDir(t), tok, "NEKRO_LLM_BASE_URL="+model.URL, "NEKRO_LLM_MODEL=scripted")
+	call := func(method, path, token string, body any) (int, string) {
+		st, b := srv.Call(method, path, token, body)
+		return st, strings.TrimSpace(b)
 	}
+	logs := srv.Logs
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(100 * time.Millisecond) {

@@ -1,13 +1,7 @@
 package cli_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -47,49 +41,9 @@ else:
 		t.Fatal(err)
 	}
 	defer model.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
 	data := testutil.DataDir(t)
-	cmd := exec.Command(testutil.Nekro(t), "serve", "--data", data, "--listen", addr)
-	cmd.Env = append(os.Environ(), "NEKRO_LLM_BASE_URL="+model.URL, "NEKRO_LLM_MODEL=scripted", "NEKRO_API_TOKEN=tok-control")
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-	}()
-	api := func(method, path string, body any) (int, string) {
-		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequest(method, "http://"+addr+path, rd)
-		req.Header.Set("Authorization", "Bearer tok-control")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if st, _ := api("GET", "/api/status", nil); st == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nekro serve did not start:\n%s", logs.String())
-		}
-	}
+	srv := testutil.Serve(t, data, "tok-control", "NEKRO_LLM_BASE_URL="+model.URL, "NEKRO_LLM_MODEL=scripted")
+	api, logs := srv.API, srv.Logs
 	// say posts a message and waits until the chat's history holds want.
 	say := func(chat, text, want string) string {
 		t.Helper()

@@ -2,12 +2,7 @@ package cli_test
 
 import (
 	"bytes"
-	"encoding/json"
-	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -69,53 +64,8 @@ print(set_timer(_ck, -1, "", False))`); r.Code != 0 || !strings.Contains(r.Stdou
 // serveNekro starts `nekro serve` on data and returns its API and a stop.
 func serveNekro(t *testing.T, data, modelURL string) (api func(method, path string, body any) (int, string), logs *bytes.Buffer, stop func()) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	cmd := exec.Command(testutil.Nekro(t), "serve", "--data", data, "--listen", addr)
-	cmd.Env = append(os.Environ(), "NEKRO_LLM_BASE_URL="+modelURL, "NEKRO_LLM_MODEL=scripted", "NEKRO_API_TOKEN=tok-timer")
-	logs = &bytes.Buffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			cmd.Process.Signal(os.Interrupt)
-			cmd.Wait()
-		}
-	}
-	t.Cleanup(stop)
-	api = func(method, path string, body any) (int, string) {
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequest(method, "http://"+addr+path, rd)
-		req.Header.Set("Authorization", "Bearer tok-timer")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if st, _ := api("GET", "/api/status", nil); st == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nekro serve did not start:\n%s", logs.String())
-		}
-	}
-	return api, logs, stop
+	srv := testutil.Serve(t, data, "tok-timer", "NEKRO_LLM_BASE_URL="+modelURL, "NEKRO_LLM_MODEL=scripted")
+	return srv.API, srv.Logs, srv.Stop
 }
 
 // A timer the AI sets fires a turn that answers in the chat when due, not
