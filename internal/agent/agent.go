@@ -199,6 +199,11 @@ type Incoming struct {
 	// Admin says the sender administers the chat (a chat platform's
 	// group owner or admin): commands for admins answer them.
 	Admin bool
+	// Quiet stores the message as context for later turns without
+	// starting one (a chat platform's group message not addressed to the
+	// bot), unless a plugin's hook says ForceTrigger. Commands are still
+	// answered, and no model is needed to store it.
+	Quiet bool
 }
 
 // ErrClosed is returned once Shutdown has begun.
@@ -244,18 +249,25 @@ func (a *Agent) Post(ctx context.Context, in Incoming) (chat.Message, error) {
 		}
 		return m, nil
 	}
-	if err := a.ModelError(); err != nil {
+	if err := a.ModelError(); err != nil && !in.Quiet {
 		return chat.Message{}, err
 	}
 	signal := a.rt.UserMessageSignal(ctx, in.ChatKey, in.UserID, in.Text)
 	switch signal {
 	case plugin.BlockAll:
 		return chat.Message{}, ErrDropped
-	case plugin.BlockTrigger:
+	case plugin.Continue:
+		if in.Quiet {
+			signal = plugin.BlockTrigger
+		}
+	}
+	if signal == plugin.BlockTrigger {
 		msg.TurnID = chat.NoTurn // in the history, never claimed by a turn
+	} else if err := a.ModelError(); err != nil {
+		return chat.Message{}, err // a quiet message a hook wants answered, and no model
 	}
 	// ForceTrigger answers as Continue does: every message a user writes
-	// here is answered (chat platforms' quiet rules come with adapters).
+	// here is answered, unless it came Quiet (a chat platform's rule).
 	m, err := a.chats.AddMessage(ctx, msg)
 	if err != nil {
 		return chat.Message{}, err
