@@ -27,6 +27,7 @@ const subscriberBuffer = 256
 type hub struct {
 	mu   sync.Mutex
 	subs map[string]map[chan Event]struct{}
+	all  []func(Event) // Service.OnEvent hooks: every chat's events
 }
 
 func newHub() *hub { return &hub{subs: map[string]map[chan Event]struct{}{}} }
@@ -68,6 +69,9 @@ func (h *hub) dropLocked(chatKey string, ch chan Event) {
 func (h *hub) publish(e Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	for _, f := range h.all {
+		f(e)
+	}
 	for ch := range h.subs[e.ChatKey] {
 		select {
 		case ch <- e:
