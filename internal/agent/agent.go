@@ -97,9 +97,10 @@ type Agent struct {
 
 	isPython func(ctx context.Context, src string) bool
 
-	mu      sync.Mutex
-	closing bool
-	state   map[string]*chatState
+	mu       sync.Mutex
+	closing  bool
+	state    map[string]*chatState
+	stopPoll chan struct{} // closed when Shutdown begins: ends the poll for waiting messages
 }
 
 // New returns an agent answering through model. With no model configured,
@@ -129,7 +130,8 @@ func New(rt *runtime.Runtime, chats *chat.Service, model llm.Model, cfg Config) 
 	}
 	base, cancel := context.WithCancel(context.Background())
 	a := &Agent{cfg: cfg, rt: rt, chats: chats, model: model, log: cfg.Log, base: base, cancelBase: cancel,
-		turnSlots: make(chan struct{}, cfg.MaxConcurrentTurns), state: map[string]*chatState{}}
+		turnSlots: make(chan struct{}, cfg.MaxConcurrentTurns), state: map[string]*chatState{},
+		stopPoll: make(chan struct{})}
 	python := cfg.Python
 	if python == "" {
 		python = "/usr/bin/python3"
@@ -195,7 +197,15 @@ type Incoming struct {
 	ChatKey  string
 	UserID   string
 	UserName string
-	Text     string
+	// Text may be empty when the message carries files.
+	Text string
+	// Upload holds the files sent with the message, already stored in
+	// the chat's uploads (chat.Service.NewUpload, then Add for each): they
+	// become the message's attachments, which the history and the prompt
+	// show with their sandbox paths (/app/uploads/<name>). When Post
+	// stores no message (an error, or a hook dropped it) it removes them,
+	// so a message and its files are kept together or not at all.
+	Upload *chat.Upload
 	// Admin says the sender administers the chat (a chat platform's
 	// group owner or admin): commands for admins answer them.
 	Admin bool
@@ -204,6 +214,12 @@ type Incoming struct {
 	// bot), unless a plugin's hook says ForceTrigger. Commands are still
 	// answered, and no model is needed to store it.
 	Quiet bool
+	// Queue stores the message for the process that serves the chat
+	// instead of starting a turn here, so this process needs no model:
+	// a `nekro serve` on the same database answers it within PollInterval
+	// (or when it next starts). What `nekro chats send` does. Commands are
+	// still answered at once, and message hooks still run.
+	Queue bool
 }
 
 // ErrClosed is returned once Shutdown has begun.
@@ -211,15 +227,26 @@ var ErrClosed = errors.New("the agent is shutting down")
 
 // Post stores a user's message and schedules a turn to answer it. It
 // returns as soon as the message is stored.
-func (a *Agent) Post(ctx context.Context, in Incoming) (chat.Message, error) {
+func (a *Agent) Post(ctx context.Context, in Incoming) (_ chat.Message, err error) {
+	defer func() {
+		if err != nil {
+			if derr := in.Upload.Discard(); derr != nil {
+				a.log.Error("remove the files of a message not stored", "chat", in.ChatKey, "err", derr)
+			}
+		}
+	}()
 	if err := keys.Scope("chat", in.ChatKey); err != nil {
 		return chat.Message{}, err
 	}
 	if err := keys.Scope("user", in.UserID); err != nil {
 		return chat.Message{}, err
 	}
-	if strings.TrimSpace(in.Text) == "" {
-		return chat.Message{}, errors.New("the message text is empty")
+	if in.Upload != nil && in.Upload.ChatKey() != in.ChatKey {
+		return chat.Message{}, fmt.Errorf("the files were stored for chat %s, not %s", in.Upload.ChatKey(), in.ChatKey)
+	}
+	attachments := in.Upload.Attachments()
+	if strings.TrimSpace(in.Text) == "" && len(attachments) == 0 {
+		return chat.Message{}, errors.New("the message is empty: send a text, a file, or both")
 	}
 	if len(in.Text) > MaxMessageBytes {
 		return chat.Message{}, fmt.Errorf("the message is %d bytes, over the limit of %d", len(in.Text), MaxMessageBytes)
@@ -234,7 +261,8 @@ func (a *Agent) Post(ctx context.Context, in Incoming) (chat.Message, error) {
 	if name == "" {
 		name = in.UserID
 	}
-	msg := chat.Message{ChatKey: in.ChatKey, Role: chat.User, SenderID: in.UserID, SenderName: name, Text: in.Text}
+	msg := chat.Message{ChatKey: in.ChatKey, Role: chat.User, SenderID: in.UserID, SenderName: name, Text: in.Text,
+		Attachments: attachments}
 	// A chat command is answered by its plugin, with no model and no turn;
 	// both messages stay in the history.
 	if answer, ok := a.command(ctx, in); ok {
@@ -249,7 +277,7 @@ func (a *Agent) Post(ctx context.Context, in Incoming) (chat.Message, error) {
 		}
 		return m, nil
 	}
-	if err := a.ModelError(); err != nil && !in.Quiet {
+	if err := a.ModelError(); err != nil && !in.Quiet && !in.Queue {
 		return chat.Message{}, err
 	}
 	signal := a.rt.UserMessageSignal(ctx, in.ChatKey, in.UserID, in.Text)
@@ -263,7 +291,7 @@ func (a *Agent) Post(ctx context.Context, in Incoming) (chat.Message, error) {
 	}
 	if signal == plugin.BlockTrigger {
 		msg.TurnID = chat.NoTurn // in the history, never claimed by a turn
-	} else if err := a.ModelError(); err != nil {
+	} else if err := a.ModelError(); err != nil && !in.Queue {
 		return chat.Message{}, err // a quiet message a hook wants answered, and no model
 	}
 	// ForceTrigger answers as Continue does: every message a user writes
@@ -272,7 +300,7 @@ func (a *Agent) Post(ctx context.Context, in Incoming) (chat.Message, error) {
 	if err != nil {
 		return chat.Message{}, err
 	}
-	if signal != plugin.BlockTrigger {
+	if signal != plugin.BlockTrigger && !in.Queue {
 		a.schedule(in.ChatKey)
 	}
 	return m, nil
@@ -365,6 +393,9 @@ func (a *Agent) ResetCount(ctx context.Context, chatKey string) (int64, error) {
 // after the next start.
 func (a *Agent) Shutdown(ctx context.Context) error {
 	a.mu.Lock()
+	if !a.closing {
+		close(a.stopPoll)
+	}
 	a.closing = true
 	a.mu.Unlock()
 	done := make(chan struct{})

@@ -38,7 +38,42 @@ func (a *Agent) Resume(ctx context.Context) error {
 	for _, k := range keys {
 		a.schedule(k)
 	}
+	a.wg.Add(1)
+	go a.pollWaiting()
 	return nil
+}
+
+// PollInterval is how often a serving agent looks in the database for
+// messages waiting for a turn that it was not told of: those another
+// process stored (`nekro chats send`, a replica sharing PostgreSQL whose
+// worker is busy). One cheap indexed query per interval.
+const PollInterval = time.Second
+
+// pollWaiting schedules the chats with unclaimed messages and no turn
+// running every PollInterval until Shutdown begins (a running turn's own
+// worker, here or elsewhere, claims what waits behind it). A message is
+// still claimed by one turn only (ClaimTurn).
+func (a *Agent) pollWaiting() {
+	defer a.wg.Done()
+	t := time.NewTicker(PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.stopPoll:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(a.base, PollInterval)
+		keys, err := a.chats.IdleWaitingChats(ctx)
+		cancel()
+		if err != nil {
+			a.log.Warn("look for waiting messages", "err", err)
+			continue
+		}
+		for _, k := range keys {
+			a.schedule(k)
+		}
+	}
 }
 
 func (a *Agent) stateOf(chatKey string) *chatState {

@@ -67,7 +67,7 @@ func (s *Service) SaveAttachment(ctx context.Context, chatKey, name, kind string
 // saveAttachment is SaveAttachment with a size limit: content over limit
 // bytes is removed again and fails with tooLarge.
 func (s *Service) saveAttachment(ctx context.Context, chatKey, name, kind string, content io.Reader, limit int64, tooLarge error) (Attachment, error) {
-	if kind != "file" && kind != "image" {
+	if kind != "file" && kind != "image" && kind != kindAuto {
 		return Attachment{}, fmt.Errorf("attachment kind %q is not file or image", kind)
 	}
 	name, err := files.SanitizeFileName(name)
@@ -85,6 +85,12 @@ func (s *Service) saveAttachment(ctx context.Context, chatKey, name, kind string
 	}
 	if kind == "image" && !strings.HasPrefix(mime, "image/") {
 		return Attachment{}, fmt.Errorf("%s is not an image (its content is %s); send it with send_msg_file", name, mime)
+	}
+	if kind == kindAuto {
+		kind = "file"
+		if strings.HasPrefix(mime, "image/") && mime != "image/svg+xml" {
+			kind = "image" // what sniffs as a raster image; SVG is text a script may read
+		}
 	}
 	dir, err := s.layout.EnsureUploadsDir(chatKey)
 	if err != nil {

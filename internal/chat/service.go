@@ -196,6 +196,51 @@ func (s *Service) History(ctx context.Context, chatKey string, last int) ([]Mess
 	return ms, nil
 }
 
+// Page bounds: a page of a chat's messages, turns or runs holds at most
+// MaxPageLimit items, DefaultPageLimit when the caller names no limit.
+const (
+	DefaultPageLimit = 100
+	MaxPageLimit     = 1000
+)
+
+// pageLimit is limit within 1..MaxPageLimit, DefaultPageLimit for 0.
+func pageLimit(limit int) int {
+	switch {
+	case limit <= 0:
+		return DefaultPageLimit
+	case limit > MaxPageLimit:
+		return MaxPageLimit
+	}
+	return limit
+}
+
+// MessagesPage returns a page of the chat's history: the newest limit
+// messages with an id below before (the newest of all when before is 0),
+// oldest first. next is what to pass as before for the page of older
+// messages, 0 when there are none. limit is held to 1..MaxPageLimit
+// (DefaultPageLimit for 0).
+func (s *Service) MessagesPage(ctx context.Context, chatKey string, limit int, before int64) (ms []Message, next int64, err error) {
+	limit = pageLimit(limit)
+	if before <= 0 {
+		before = math.MaxInt64
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT `+messageColumns+` FROM chat_messages
+		WHERE chat_key = $1 AND id < $2 ORDER BY id DESC LIMIT $3`, chatKey, before, limit+1)
+	if err != nil {
+		return nil, 0, fmt.Errorf("history of %s: %w", chatKey, err)
+	}
+	ms, err = scanMessages(rows)
+	if err != nil {
+		return nil, 0, fmt.Errorf("history of %s: %w", chatKey, err)
+	}
+	if len(ms) > limit {
+		ms = ms[:limit]
+		next = ms[limit-1].ID
+	}
+	slices.Reverse(ms)
+	return ms, next, nil
+}
+
 // Reset deletes the chat's messages and broadcasts a reset event. Turns
 // and execution records are kept as the audit trail.
 func (s *Service) Reset(ctx context.Context, chatKey string) (deleted int64, err error) {
@@ -266,6 +311,35 @@ func (s *Service) Turns(ctx context.Context, chatKey string) ([]Turn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("turns of %s: %w", chatKey, err)
 	}
+	return scanTurns(rows, chatKey)
+}
+
+// TurnsPage returns a page of the chat's turns as MessagesPage does
+// messages: the newest limit turns with an id below before, oldest first,
+// and the before of the older page (0 when none is left).
+func (s *Service) TurnsPage(ctx context.Context, chatKey string, limit int, before int64) (ts []Turn, next int64, err error) {
+	limit = pageLimit(limit)
+	if before <= 0 {
+		before = math.MaxInt64
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT id, chat_key, status, error, iterations, requests, model_us, started_at, finished_at
+		FROM chat_turns WHERE chat_key = $1 AND id < $2 ORDER BY id DESC LIMIT $3`, chatKey, before, limit+1)
+	if err != nil {
+		return nil, 0, fmt.Errorf("turns of %s: %w", chatKey, err)
+	}
+	ts, err = scanTurns(rows, chatKey)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(ts) > limit {
+		ts = ts[:limit]
+		next = ts[limit-1].ID
+	}
+	slices.Reverse(ts)
+	return ts, next, nil
+}
+
+func scanTurns(rows *sql.Rows, chatKey string) ([]Turn, error) {
 	defer rows.Close()
 	out := []Turn{}
 	for rows.Next() {
@@ -298,10 +372,38 @@ func (s *Service) InterruptStale(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// WaitingChats returns the chats with user messages no turn has claimed
-// yet, e.g. posted just before the host stopped.
+// WaitingChats returns the chats with messages waiting for a turn (user
+// messages, and system messages that wake the agent) that no turn has
+// claimed yet: posted just before the host stopped, or stored by another
+// process on the same database (`nekro chats send`). Each half of the
+// query reads one partial index, so it stays cheap enough to poll.
 func (s *Service) WaitingChats(ctx context.Context) ([]string, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT DISTINCT chat_key FROM chat_messages WHERE role = 'user' AND turn_id IS NULL`)
+	rows, err := s.r.QueryContext(ctx, `SELECT chat_key FROM chat_messages WHERE role = 'user' AND turn_id IS NULL
+		UNION SELECT chat_key FROM chat_messages WHERE role = 'system' AND turn_id IS NULL`)
+	if err != nil {
+		return nil, fmt.Errorf("waiting chats: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, fmt.Errorf("waiting chats: %w", err)
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// IdleWaitingChats is WaitingChats without the chats that have a turn
+// running (here or in another process): their waiting messages go to the
+// next turn of whoever runs that one, so a poll does not start a second
+// turn in the chat beside it.
+func (s *Service) IdleWaitingChats(ctx context.Context) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT w.chat_key FROM (
+			SELECT chat_key FROM chat_messages WHERE role = 'user' AND turn_id IS NULL
+			UNION SELECT chat_key FROM chat_messages WHERE role = 'system' AND turn_id IS NULL
+		) w WHERE NOT EXISTS (SELECT 1 FROM chat_turns t WHERE t.chat_key = w.chat_key AND t.status = $1)`, TurnRunning)
 	if err != nil {
 		return nil, fmt.Errorf("waiting chats: %w", err)
 	}
@@ -349,14 +451,64 @@ func (s *Service) RecordRun(ctx context.Context, r Run) error {
 // MaxRecordedAgentResult is the largest agent result a run record keeps.
 const MaxRecordedAgentResult = 1 << 20
 
+const runColumns = `run_id, chat_key, turn_id, iteration, code, output, stop_type, exit_code,
+		duration_ms, calls, note, agent_method, agent_result, created_at`
+
 // Runs returns the chat's execution records, oldest first.
 func (s *Service) Runs(ctx context.Context, chatKey string) ([]Run, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT run_id, chat_key, turn_id, iteration, code, output, stop_type, exit_code,
-		duration_ms, calls, note, agent_method, agent_result, created_at
+	rows, err := s.r.QueryContext(ctx, `SELECT `+runColumns+`
 		FROM chat_runs WHERE chat_key = $1 ORDER BY created_at, run_id`, chatKey)
 	if err != nil {
 		return nil, fmt.Errorf("runs of %s: %w", chatKey, err)
 	}
+	return scanRuns(rows, chatKey)
+}
+
+// ErrNoSuchRun is RunsPage's answer to a before that names no run of the
+// chat.
+var ErrNoSuchRun = errors.New("no such run")
+
+// RunsPage returns a page of the chat's execution records as MessagesPage
+// does messages. Runs are ordered by time (then run id) and named by run
+// id: before is the run id the page ends before ("" for the newest), and
+// next the run id to pass for the older page ("" when none is left). A
+// before naming no run of the chat fails with ErrNoSuchRun.
+func (s *Service) RunsPage(ctx context.Context, chatKey string, limit int, before string) (rs []Run, next string, err error) {
+	limit = pageLimit(limit)
+	var rows *sql.Rows
+	if before == "" {
+		rows, err = s.r.QueryContext(ctx, `SELECT `+runColumns+`
+			FROM chat_runs WHERE chat_key = $1 ORDER BY created_at DESC, run_id DESC LIMIT $2`, chatKey, limit+1)
+	} else {
+		var at int64
+		err = s.r.QueryRowContext(ctx, `SELECT created_at FROM chat_runs WHERE chat_key = $1 AND run_id = $2`,
+			chatKey, before).Scan(&at)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, "", fmt.Errorf("%w %q in chat %s: pass a run_id from the chat's runs (or next_before)", ErrNoSuchRun, before, chatKey)
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("runs of %s: %w", chatKey, err)
+		}
+		rows, err = s.r.QueryContext(ctx, `SELECT `+runColumns+`
+			FROM chat_runs WHERE chat_key = $1 AND (created_at < $2 OR (created_at = $2 AND run_id < $3))
+			ORDER BY created_at DESC, run_id DESC LIMIT $4`, chatKey, at, before, limit+1)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("runs of %s: %w", chatKey, err)
+	}
+	rs, err = scanRuns(rows, chatKey)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(rs) > limit {
+		rs = rs[:limit]
+		next = rs[limit-1].RunID
+	}
+	slices.Reverse(rs)
+	return rs, next, nil
+}
+
+func scanRuns(rows *sql.Rows, chatKey string) ([]Run, error) {
 	defer rows.Close()
 	out := []Run{}
 	for rows.Next() {
