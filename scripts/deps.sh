@@ -11,13 +11,16 @@ command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 [ -x /usr/bin/python3 ] || need+=(python3)
 # Chat and plugin directories become ext4 volumes when nekro runs as root.
 command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /sbin/mkfs.ext4 ] || need+=(e2fsprogs)
+# The data-science stack the AI's code expects in the sandbox (Debian's
+# builds: the sandbox sees the host's /usr); the prompt lists what is found.
+for pkg in numpy:python3-numpy matplotlib:python3-matplotlib PIL:python3-pil pandas:python3-pandas; do
+  /usr/bin/python3 -c "import ${pkg%%:*}" >/dev/null 2>&1 || need+=("${pkg#*:}")
+done
 if [ "${1:-}" = test ]; then
   command -v pg_createcluster >/dev/null 2>&1 || need+=(postgresql postgresql-contrib)
   command -v pgrep >/dev/null 2>&1 || need+=(procps)
   command -v ip >/dev/null 2>&1 || need+=(iproute2)         # the SSRF test's network namespace
   command -v chromium >/dev/null 2>&1 || need+=(chromium)   # the web UI's browser test
-  # The seccomp test checks that the data-science stack keeps working.
-  /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1 || need+=(python3-numpy)
   # The plugin documents' Python examples use pydantic and aiofiles.
   /usr/bin/python3 -c 'import pydantic' >/dev/null 2>&1 || need+=(python3-pydantic)
   /usr/bin/python3 -c 'import aiofiles' >/dev/null 2>&1 || need+=(python3-aiofiles)

@@ -17,7 +17,7 @@ const runtimeContract = `You are the assistant of a chat. You act only by writin
 
 How the sandbox works:
 - The script's working directory is /app. ./shared (/app/shared) is read-write and kept between runs of this chat; ./uploads (/app/uploads) is read-only and holds the files users sent and the files you sent.
-- There is no network access. Only the Python standard library is installed.
+- There is no network access. PACKAGES
 - The functions listed in <plugins> below are already imported; call them as ordinary (blocking) functions. They run on the host.
 - The variable _ck holds this chat's key. Talk to the users with send_msg_text(_ck, "...") and send files from ./shared or ./uploads with send_msg_file(_ck, "/app/shared/name.png"). Printing does not reach the users. You cannot write into any other chat: a different chat key is refused.
 - A method marked [AGENT METHOD - STOP AFTER CALL] ends the run as soon as it returns: code after it is not executed. Call it last; its result is given back to you and you then write the next script.
@@ -26,12 +26,17 @@ How the sandbox works:
 - Results of some methods appear in the chat history as SYSTEM messages.
 `
 
-// SystemPrompt returns the system message: the runtime contract, then the
-// enabled plugins' method docs. Both depend only on the binary and the
-// enabled plugins, so the message is byte-identical across requests.
-func SystemPrompt(methodDocs string) string {
+// SystemPrompt returns the system message: the runtime contract, with
+// the sentence on the sandbox's Python packages (probed once per process,
+// runtime.ChatView.Packages), then the enabled plugins' method docs. All
+// depend only on the binary, the host and the enabled plugins, so the
+// message is byte-identical across requests.
+func SystemPrompt(packages, methodDocs string) string {
+	if packages == "" {
+		packages = sandbox.PackagesSentence(nil)
+	}
 	var b strings.Builder
-	b.WriteString(runtimeContract)
+	b.WriteString(strings.Replace(runtimeContract, "PACKAGES", packages, 1))
 	b.WriteString("\n<plugins>\n")
 	b.WriteString(methodDocs)
 	b.WriteString("</plugins>\n")
@@ -42,7 +47,7 @@ func SystemPrompt(methodDocs string) string {
 // of the chat's view, then the plugins' injected context and the history.
 func TurnPrompt(view runtime.ChatView, chatKey string, history, answering []chat.Message) []llm.ChatMessage {
 	return []llm.ChatMessage{
-		llm.TextMessage("system", SystemPrompt(view.MethodDocs)),
+		llm.TextMessage("system", SystemPrompt(view.Packages, view.MethodDocs)),
 		llm.TextMessage("user", view.Context+HistoryPrompt(chatKey, history, answering)),
 	}
 }

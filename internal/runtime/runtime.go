@@ -129,6 +129,9 @@ type Runtime struct {
 	push      func(ctx context.Context, chatKey, text string, trigger bool) error
 	tasksOnce sync.Once
 	bgTasks   *tasks // plugins' background tasks (taskList)
+	pkgOnce   sync.Once
+	pkgs      []sandbox.Package // the sandbox's well-known packages (Packages)
+	pkgErr    error
 }
 
 // OnPush sets what plugins' Plugin.PushSystem calls (the agent's

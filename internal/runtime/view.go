@@ -34,6 +34,9 @@ type ChatView struct {
 	// Context holds one <plugin_runtime_context> block per plugin that
 	// injected text, in plugin order; "" when none did.
 	Context string
+	// Packages is the prompt's sentence on the Python packages the
+	// sandbox has (Runtime.PackagesSentence).
+	Packages string
 }
 
 // ChatView asks the enabled plugins' per-turn hooks about chatKey (as
@@ -69,6 +72,7 @@ func (rt *Runtime) ChatView(ctx context.Context, chatKey, userID string) ChatVie
 		}
 	}
 	v.MethodDocs, v.Context = registry.RenderMethods(v.Methods), b.String()
+	v.Packages = rt.PackagesSentence(ctx)
 	return v
 }
 

@@ -237,3 +237,11 @@ type Protection struct {
 type Protector interface {
 	Protections() []Protection
 }
+
+// Prober is implemented by backends that can run a trusted script in a
+// sandbox like a run's (same interpreter and libraries, no chat's
+// directories), e.g. to find which packages the AI's code can import.
+type Prober interface {
+	// Probe runs script with the sandbox's python and returns its stdout.
+	Probe(ctx context.Context, script string) ([]byte, error)
+}

@@ -175,36 +175,12 @@ func fileNames(spec sandbox.Spec) []string {
 // Args returns the bwrap command line for spec (without the bwrap path).
 func (r *Runner) Args(spec sandbox.Spec) []string {
 	l := spec.Limits.WithDefaults()
-	a := []string{
-		// --as-pid-1: the code's interpreter is the namespace's PID 1, so
-		// no bwrap process (whose command line names host paths) is
-		// visible inside; --disable-userns: no nested user namespace.
-		"--unshare-all", "--unshare-user", "--disable-userns", "--as-pid-1",
-		"--die-with-parent", "--new-session",
-		"--clearenv",
-		"--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
-		"--setenv", "HOME", "/tmp",
-		"--setenv", "LANG", "C.UTF-8",
-		"--setenv", "MPLCONFIGDIR", "/tmp/.matplotlib",
-		"--ro-bind", "/usr", "/usr",
-		"--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
-		"--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-		"--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
-		"--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
-		"--ro-bind-try", "/etc/localtime", "/etc/localtime",
-		"--ro-bind-try", "/etc/mime.types", "/etc/mime.types",
-		"--ro-bind-try", "/etc/ssl/certs", "/etc/ssl/certs",
-		"--ro-bind-try", "/etc/python3", "/etc/python3",
-		"--ro-bind-try", "/etc/python3.11", "/etc/python3.11",
-		"--proc", "/proc", "--dev", "/dev",
-		// /dev is a tmpfs bwrap sizes at half the host's memory: keep it
-		// read-only, with a shared-memory mount as small as /tmp.
-		"--size", strconv.FormatInt(l.TmpBytes, 10), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
-		"--size", strconv.FormatInt(l.TmpBytes, 10), "--tmpfs", "/tmp",
+	a := systemArgs(l)
+	a = append(a,
 		"--dir", "/app",
 		"--bind", spec.SharedDir, "/app/shared",
 		"--ro-bind", spec.UploadsDir, "/app/uploads",
-	}
+	)
 	if spec.RunDir != "" {
 		a = append(a, "--ro-bind", spec.RunDir, "/app/.nekro")
 	}
@@ -216,10 +192,7 @@ func (r *Runner) Args(spec sandbox.Spec) []string {
 	}
 	a = append(a, "--chdir", "/app", "--cap-drop", "ALL", "--remount-ro", "/")
 	if l.Network {
-		// --share-net after --unshare-all keeps the host's network namespace.
-		a = append([]string{"--unshare-all", "--share-net",
-			"--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf",
-			"--ro-bind-try", "/etc/hosts", "/etc/hosts"}, a[1:]...)
+		a = shareNet(a)
 	}
 	// boot.py lowers RLIMIT_AS, FSIZE, NPROC, NOFILE and CORE before the
 	// AI's code runs; they bind everything the code starts.
@@ -231,6 +204,81 @@ func (r *Runner) Args(spec sandbox.Spec) []string {
 		strconv.FormatInt(l.MemoryBytes, 10), strconv.FormatInt(l.FileBytes, 10), strconv.Itoa(l.Processes),
 		strconv.Itoa(fdRelease), strconv.Itoa(fdReady), strconv.Itoa(conn))
 }
+
+// shareNet turns systemArgs' leading --unshare-all into one that keeps
+// the host's network namespace, with its resolver configuration.
+func shareNet(a []string) []string {
+	// --share-net after --unshare-all keeps the host's network namespace.
+	return append([]string{"--unshare-all", "--share-net",
+		"--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf",
+		"--ro-bind-try", "/etc/hosts", "/etc/hosts"}, a[1:]...)
+}
+
+// systemArgs is what every sandbox of this backend shares: namespaces, a
+// clean environment, the read-only system (/usr and the few files of /etc
+// Python and its libraries read), /proc, /dev and a /tmp of l.TmpBytes.
+// Its first element is --unshare-all (see shareNet).
+func systemArgs(l sandbox.Limits) []string {
+	return []string{
+		// --as-pid-1: the code's interpreter is the namespace's PID 1, so
+		// no bwrap process (whose command line names host paths) is
+		// visible inside; --disable-userns: no nested user namespace.
+		"--unshare-all", "--unshare-user", "--disable-userns", "--as-pid-1",
+		"--die-with-parent", "--new-session",
+		"--clearenv",
+		"--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
+		"--setenv", "HOME", "/tmp",
+		"--setenv", "LANG", "C.UTF-8",
+		// matplotlib: its per-run cache and config directory in the run's
+		// /tmp, no display (Agg), Debian's matplotlibrc (kept in /etc,
+		// without it matplotlib refuses to import) and fontconfig's
+		// configuration (without it fc-list, run by matplotlib's font
+		// search, complains on stderr).
+		"--setenv", "MPLCONFIGDIR", "/tmp/.matplotlib",
+		"--setenv", "MPLBACKEND", "Agg",
+		"--ro-bind", "/usr", "/usr",
+		"--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
+		"--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+		"--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
+		"--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
+		"--ro-bind-try", "/etc/localtime", "/etc/localtime",
+		"--ro-bind-try", "/etc/mime.types", "/etc/mime.types",
+		"--ro-bind-try", "/etc/ssl/certs", "/etc/ssl/certs",
+		"--ro-bind-try", "/etc/python3", "/etc/python3",
+		"--ro-bind-try", "/etc/python3.11", "/etc/python3.11",
+		"--ro-bind-try", "/etc/matplotlibrc", "/etc/matplotlibrc",
+		"--ro-bind-try", "/etc/fonts", "/etc/fonts",
+		"--proc", "/proc", "--dev", "/dev",
+		// /dev is a tmpfs bwrap sizes at half the host's memory: keep it
+		// read-only, with a shared-memory mount as small as /tmp.
+		"--size", strconv.FormatInt(l.TmpBytes, 10), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+		"--size", strconv.FormatInt(l.TmpBytes, 10), "--tmpfs", "/tmp",
+	}
+}
+
+// Probe runs a trusted script in a sandbox like a run's, without any
+// chat's directories, and returns its standard output.
+func (r *Runner) Probe(ctx context.Context, script string) ([]byte, error) {
+	bw, err := r.bwrapPath()
+	if err != nil {
+		return nil, err
+	}
+	a := append(systemArgs(sandbox.DefaultLimits), "--chdir", "/tmp", "--cap-drop", "ALL", "--remount-ro", "/",
+		r.Python, "-I", "-B", "-c", script)
+	cmd := exec.CommandContext(ctx, bw, a...)
+	cmd.SysProcAttr = r.sysProcAttr(-1, -1)
+	cmd.Env = bwrapEnv
+	cmd.Dir = "/"
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("probe the sandbox's python: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+var _ sandbox.Prober = (*Runner)(nil)
 
 // Protections reports the defences of this backend on this machine.
 func (r *Runner) Protections() []sandbox.Protection {

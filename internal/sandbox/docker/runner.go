@@ -70,7 +70,7 @@ func (r *Runner) Protections() []sandbox.Protection {
 		detail = "the engine's default profile only"
 	}
 	return []sandbox.Protection{
-		{Name: "clean sandbox environment", Active: true, Detail: "containers get only HOME, LANG and MPLCONFIGDIR"},
+		{Name: "clean sandbox environment", Active: true, Detail: "containers get only HOME, LANG, MPLCONFIGDIR and MPLBACKEND"},
 		{Name: "RPC by descriptor", Active: false,
 			Detail: "containers reach the host through a socket in the run's directory, owned by the chat's uid (mode 0600 in a 0700 directory)"},
 		{Name: "seccomp filter", Active: seccompOn, Detail: detail},
@@ -105,6 +105,23 @@ func (r *Runner) Check(ctx context.Context) error {
 	return nil
 }
 
+// Probe runs a trusted script with the image's python in a container
+// without network or the data directory, and returns its stdout.
+func (r *Runner) Probe(ctx context.Context, script string) ([]byte, error) {
+	args := append([]string{"run", "--rm", "--network", "none", "--env", "MPLBACKEND=Agg"}, r.ExtraArgs...)
+	args = append(args, r.Image, r.Python, "-I", "-B", "-c", script)
+	var stderr strings.Builder
+	cmd := r.command(ctx, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("probe image %s: %w: %s", r.Image, err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+var _ sandbox.Prober = (*Runner)(nil)
+
 // Args returns the `docker run` arguments for spec and container name.
 func (r *Runner) Args(spec sandbox.Spec, name string) []string {
 	l := spec.Limits.WithDefaults()
@@ -121,7 +138,7 @@ func (r *Runner) Args(spec sandbox.Spec, name string) []string {
 		"--pids-limit", strconv.Itoa(l.Processes),
 		"--memory", strconv.FormatInt(l.MemoryBytes, 10), "--memory-swap", strconv.FormatInt(l.MemoryBytes, 10),
 		"--ulimit", fmt.Sprintf("fsize=%d", l.FileBytes), "--ulimit", "nofile=1024", "--ulimit", "core=0",
-		"--env", "HOME=/tmp", "--env", "LANG=C.UTF-8", "--env", "MPLCONFIGDIR=/tmp/.matplotlib",
+		"--env", "HOME=/tmp", "--env", "LANG=C.UTF-8", "--env", "MPLCONFIGDIR=/tmp/.matplotlib", "--env", "MPLBACKEND=Agg",
 		"-v", spec.SharedDir + ":/app/shared:rw",
 		"-v", spec.UploadsDir + ":/app/uploads:ro",
 		"-v", spec.RunDir + ":/app/.nekro:ro",
