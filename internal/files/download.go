@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -31,9 +32,23 @@ func newDownloader(opts Options) *downloader {
 	if !opts.AllowPrivateNetworks {
 		dialer.Control = guardDial
 	}
+	dial := dialer.DialContext
+	if len(opts.AllowHosts) > 0 && !opts.AllowPrivateNetworks {
+		allowed := map[string]bool{}
+		for _, h := range opts.AllowHosts {
+			allowed[strings.ToLower(h)] = true
+		}
+		open := &net.Dialer{Timeout: 10 * time.Second}
+		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if allowed[strings.ToLower(addr)] {
+				return open.DialContext(ctx, network, addr)
+			}
+			return dialer.DialContext(ctx, network, addr)
+		}
+	}
 	tr := &http.Transport{
 		Proxy:                  nil,
-		DialContext:            dialer.DialContext,
+		DialContext:            dial,
 		ForceAttemptHTTP2:      true,
 		TLSHandshakeTimeout:    10 * time.Second,
 		ResponseHeaderTimeout:  30 * time.Second,
@@ -53,6 +68,30 @@ func newDownloader(opts Options) *downloader {
 		},
 	}
 	return &downloader{client: client, max: opts.MaxDownloadBytes, timeout: opts.DownloadTimeout}
+}
+
+// Downloader fetches URLs for the host itself (a chat platform's images
+// and files) with the guard of plugins' downloads: no private, loopback
+// or own address unless Options allow it, size and time limits, at most
+// 5 redirects.
+type Downloader struct{ d *downloader }
+
+// NewDownloader returns a Downloader; zero Options fields take their
+// defaults.
+func NewDownloader(opts Options) *Downloader {
+	if opts.MaxDownloadBytes <= 0 {
+		opts.MaxDownloadBytes = DefaultMaxDownloadBytes
+	}
+	if opts.DownloadTimeout <= 0 {
+		opts.DownloadTimeout = DefaultDownloadTimeout
+	}
+	return &Downloader{newDownloader(opts)}
+}
+
+// Fetch streams rawURL into w and returns the bytes written and the
+// response's Content-Type.
+func (d *Downloader) Fetch(ctx context.Context, rawURL string, w io.Writer) (int64, string, error) {
+	return d.d.fetch(ctx, rawURL, w)
 }
 
 // Download fetches rawURL into w.

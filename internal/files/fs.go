@@ -40,6 +40,11 @@ type Options struct {
 	// link-local and other non-public addresses. Off by default: the AI
 	// chooses the URLs, and the host can reach what the sandbox cannot.
 	AllowPrivateNetworks bool
+	// AllowHosts are host:port pairs (as the URL names them, before DNS)
+	// downloads may reach even on a private address: a chat platform's
+	// own file server (--onebot-file-hosts). Everything else keeps the
+	// guard; redirects are judged anew at each hop.
+	AllowHosts []string
 }
 
 // FS is the file bridge of one run: it implements plugin.FS over the data

@@ -1,0 +1,7 @@
+// Package all imports every built-in chat platform adapter, so a binary
+// gets them with one blank import.
+package all
+
+import (
+	_ "github.com/nekro-go/nekro/adapters/onebot"
+)
