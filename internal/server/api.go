@@ -1,8 +1,6 @@
 package server
 
 import (
-	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nekro-go/nekro/internal/agent"
-	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/keys"
 	"github.com/nekro-go/nekro/internal/sandbox"
 )
@@ -26,13 +23,14 @@ const (
 
 // Handler returns the API:
 //
-//	POST /api/chats/{chat}/messages  {"user_id","user_name","text"} -> 202, starts a turn
-//	GET  /api/chats/{chat}/messages  the history, oldest first
+//	POST /api/chats/{chat}/messages  {"user_id","user_name","text"} -> 202, starts a turn; or multipart/form-data
+//	                                 with those fields and "file" parts (upload.go): 413 over a limit, 507 uploads full
+//	GET  /api/chats/{chat}/messages  the history: ?limit=N (default 100, max 1000) &before=ID, oldest first, next_before
 //	GET  /api/chats/{chat}/events    server-sent events: messages, turns, runs, resets
 //	POST /api/chats/{chat}/reset     clears the history, fires on-channel-reset
 //	POST /api/chats/{chat}/exec      {"code","user_id"} -> the run, as `nekro exec --json`
-//	GET  /api/chats/{chat}/runs      execution records
-//	GET  /api/chats/{chat}/turns     turns and how they ended
+//	GET  /api/chats/{chat}/runs      execution records, paged as messages (before=RUN_ID)
+//	GET  /api/chats/{chat}/turns     turns and how they ended, paged as messages
 //	GET  /api/chats/{chat}/uploads/{name}  one of the chat's uploads (attachments)
 //	GET  /api/status                 model, plugins
 //	GET  /api/plugins                every plugin: enabled, methods (Python signatures, docs), settings
@@ -42,34 +40,56 @@ const (
 //	PUT  /api/plugins/{key}/config   {"FIELD": value, ...} -> checked, kept; 400 names a bad field
 //	POST /api/plugins/{key}/enable   turns a plugin on (kept in the database; other processes follow)
 //	POST /api/plugins/{key}/disable  turns it off: its methods leave prompts, stubs and calls at once
+//	GET  /api/me                     who the token is: {"admin": true} or the user, name and chats
+//	POST /api/users                  {"user_id","name"} -> 201 {"user_id","name","token"} (the token shown once)
+//	GET  /api/users                  the users: name, created, token count, chats
+//	DELETE /api/users/{id}           removes the user: its tokens stop working at once
+//	POST /api/users/{id}/tokens      -> 201 {"user_id","token"}: another token for the user
+//	GET  /api/chats/{chat}/members   the chat's members
+//	PUT|DELETE /api/chats/{chat}/members/{user}  adds or removes a member
 //	POST /api/webhook/{endpoint}     the enabled plugins' webhook handlers (Plugin.MountWebhook)
 //	     /plugins/{key}/...          a plugin's own routes (Plugin.MountRoutes); 404 while it is disabled
+//	GET  /onebot/v11/ws              OneBot v11 reverse WebSocket (adapters/onebot) with --onebot-token: its own token, 401/403 at the upgrade
 //
-// Every /api/ call needs "Authorization: Bearer <token>", but a webhook
-// also accepts instead an HMAC-SHA256 signature of its raw body under a
+// Every /api/ call needs "Authorization: Bearer <token>": the operator's
+// token (every call) or a user's (package users). A user's token reaches
+// only the chats the user belongs to (any other is 404 "no such chat",
+// whether it exists or not), posts as that user only (another user_id is
+// 403; a chat with no members becomes the poster's, one with other
+// members is 403), resets a chat only when its one member, sees the
+// model but not the plugins in /api/status, and gets 403 from the
+// operator's calls: exec (the playground), plugins, tasks, users,
+// members. Webhooks and plugin routes take the operator's token only. A
+// webhook also accepts instead an HMAC-SHA256 signature of its raw body under a
 // handler's secret (X-Hub-Signature-256: sha256=<hex>), and a plugin
 // route marked public needs neither. The browser UI (/ and /ui/) holds
 // no data and needs none: it asks for the token.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/chats/{chat}/messages", s.postMessage)
-	mux.HandleFunc("GET /api/chats/{chat}/messages", chatList("messages", func(ctx context.Context, key string) ([]chat.Message, error) {
-		return s.chats.History(ctx, key, 0)
-	}))
-	mux.HandleFunc("GET /api/chats/{chat}/events", s.events)
-	mux.HandleFunc("POST /api/chats/{chat}/reset", s.reset)
-	mux.HandleFunc("POST /api/chats/{chat}/exec", s.exec)
-	mux.HandleFunc("GET /api/chats/{chat}/runs", chatList("runs", s.chats.Runs))
-	mux.HandleFunc("GET /api/chats/{chat}/turns", chatList("turns", s.chats.Turns))
-	mux.HandleFunc("GET /api/chats/{chat}/uploads/{name}", s.upload)
+	mux.HandleFunc("GET /api/chats/{chat}/messages", s.memberOnly(chatPage("messages", s.messagesPage)))
+	mux.HandleFunc("GET /api/chats/{chat}/events", s.memberOnly(s.events))
+	mux.HandleFunc("POST /api/chats/{chat}/reset", s.memberOnly(s.reset))
+	mux.HandleFunc("POST /api/chats/{chat}/exec", adminOnly(s.exec))
+	mux.HandleFunc("GET /api/chats/{chat}/runs", s.memberOnly(chatPage("runs", s.runsPage)))
+	mux.HandleFunc("GET /api/chats/{chat}/turns", s.memberOnly(chatPage("turns", s.turnsPage)))
+	mux.HandleFunc("GET /api/chats/{chat}/uploads/{name}", s.memberOnly(s.upload))
 	mux.HandleFunc("GET /api/status", s.status)
-	mux.HandleFunc("GET /api/plugins", s.plugins)
-	mux.HandleFunc("GET /api/tasks", s.tasks)
-	mux.HandleFunc("GET /api/chats", s.chatList)
-	mux.HandleFunc("GET /api/plugins/{key}/config", s.getPluginConfig)
-	mux.HandleFunc("PUT /api/plugins/{key}/config", s.putPluginConfig)
-	mux.HandleFunc("POST /api/plugins/{key}/enable", s.setPluginEnabled(true))
-	mux.HandleFunc("POST /api/plugins/{key}/disable", s.setPluginEnabled(false))
+	mux.HandleFunc("GET /api/plugins", adminOnly(s.plugins))
+	mux.HandleFunc("GET /api/tasks", adminOnly(s.tasks))
+	mux.HandleFunc("GET /api/chats", s.chatsFor)
+	mux.HandleFunc("GET /api/plugins/{key}/config", adminOnly(s.getPluginConfig))
+	mux.HandleFunc("PUT /api/plugins/{key}/config", adminOnly(s.putPluginConfig))
+	mux.HandleFunc("POST /api/plugins/{key}/enable", adminOnly(s.setPluginEnabled(true)))
+	mux.HandleFunc("POST /api/plugins/{key}/disable", adminOnly(s.setPluginEnabled(false)))
+	mux.HandleFunc("GET /api/me", s.me)
+	mux.HandleFunc("POST /api/users", adminOnly(s.addUser))
+	mux.HandleFunc("GET /api/users", adminOnly(s.listUsers))
+	mux.HandleFunc("DELETE /api/users/{id}", adminOnly(s.removeUser))
+	mux.HandleFunc("POST /api/users/{id}/tokens", adminOnly(s.newUserToken))
+	mux.HandleFunc("GET /api/chats/{chat}/members", s.memberOnly(s.members))
+	mux.HandleFunc("PUT /api/chats/{chat}/members/{user}", adminOnly(s.setMember(true)))
+	mux.HandleFunc("DELETE /api/chats/{chat}/members/{user}", adminOnly(s.setMember(false)))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 	})
@@ -79,22 +99,13 @@ func (s *Server) Handler() http.Handler {
 	// token); plugin routes ask for the token except on public paths.
 	top.HandleFunc("POST /api/webhook/{endpoint}", s.webhook)
 	top.HandleFunc("/plugins/{key}/", s.pluginRoutes)
+	// Chat platforms' endpoints (OneBot's reverse WebSocket) check their
+	// own token.
+	for pattern, h := range s.app.Adapters.Routes() {
+		top.Handle(pattern, h)
+	}
 	top.Handle("/", ui())
 	return top
-}
-
-func (s *Server) auth(next http.Handler) http.Handler {
-	want := []byte("Bearer " + s.Token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="nekro"`)
-			writeError(w, http.StatusUnauthorized,
-				"missing or wrong API token: send Authorization: Bearer <token> (the token is in the data directory's api_token file, or %s)", EnvAPIToken)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -151,11 +162,19 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if isMultipart(r) { // a message with files: upload.go
+		s.postMultipart(w, r, key)
+		return
+	}
 	var req postMessageRequest
 	if !decode(w, r, maxMessageBody, &req) {
 		return
 	}
-	m, err := s.agent.Post(r.Context(), agent.Incoming{ChatKey: key, UserID: req.UserID, UserName: req.UserName, Text: req.Text})
+	uid, ok := s.poster(w, r, key, req.UserID)
+	if !ok {
+		return
+	}
+	m, err := s.agent.Post(r.Context(), agent.Incoming{ChatKey: key, UserID: uid, UserName: req.UserName, Text: req.Text})
 	switch {
 	case errors.Is(err, agent.ErrDropped):
 		writeJSON(w, http.StatusOK, map[string]any{"message": nil, "dropped": err.Error()})
@@ -170,26 +189,18 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, map[string]any{"message": m})
 }
 
-// chatList answers GET /api/chats/{chat}/<field> with what list returns
-// for the chat, as {"chat_key": ..., field: [...]}.
-func chatList[T any](field string, list func(ctx context.Context, chatKey string) ([]T, error)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		key, ok := chatKey(w, r)
-		if !ok {
-			return
-		}
-		items, err := list(r.Context(), key)
-		if err != nil {
-			writeError(w, http.StatusInternalServerError, "%v", err)
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"chat_key": key, field: items})
-	}
+// poster returns the user id a message posted to chatKey is from: the
+// one the request names (named) for the operator's token, the token's
+// own user for a user's token (see postingUser). On refusal it has
+// written the answer and returns false. Every way of posting takes the
+// user id from here.
+func (s *Server) poster(w http.ResponseWriter, r *http.Request, chatKey, named string) (string, bool) {
+	return s.postingUser(w, r, chatKey, named)
 }
 
 func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
 	key, ok := chatKey(w, r)
-	if !ok {
+	if !ok || !s.resetAllowed(w, r, key) {
 		return
 	}
 	if err := s.agent.Reset(r.Context(), key); err != nil {
@@ -226,6 +237,10 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	if !identity(r).Admin {
+		s.userStatus(w, r)
+		return
+	}
 	type pluginInfo struct {
 		Key     string   `json:"key"`
 		Name    string   `json:"name"`
@@ -240,6 +255,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		plugins = append(plugins, pi)
 	}
 	st := map[string]any{"model": s.Model, "plugins": plugins, "disabled_plugins": s.rt.Registry().Disabled()}
+	st["adapters"] = s.app.Adapters.Status() // chat platform connections
 	if err := s.agent.ModelError(); err != nil {
 		st["model_error"] = err.Error()
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/nekro-go/nekro/internal/app"
 	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/runtime"
+	"github.com/nekro-go/nekro/internal/users"
 )
 
 // Defaults of Options.
@@ -46,7 +47,12 @@ type Options struct {
 	// ShutdownTimeout is how long Shutdown lets turns and requests finish
 	// when its context has no deadline.
 	ShutdownTimeout time.Duration
-	Log             *slog.Logger
+	// UploadMaxFile and UploadMaxMessage bound the files a user sends
+	// with a message (multipart POST .../messages): one file, and all of
+	// one message's together. 0 means DefaultUploadMaxFile and
+	// DefaultUploadMaxMessage.
+	UploadMaxFile, UploadMaxMessage int64
+	Log                             *slog.Logger
 }
 
 // Server is a running nekro server.
@@ -64,6 +70,7 @@ type Server struct {
 	rt     *runtime.Runtime
 	chats  *chat.Service
 	agent  *agent.Agent
+	users  *users.Store
 	http   *http.Server
 	ln     net.Listener
 	served chan error
@@ -111,6 +118,7 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	}
 	cleanups = append(cleanups, func() { a.Close(context.WithoutCancel(ctx)) })
 	s.app, s.rt, s.chats, s.agent, s.Model = a, a.Runtime, a.Chats, a.Agent, a.Model
+	s.users = a.Users
 	if err := s.rt.Runner().Check(ctx); err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
