@@ -18,15 +18,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nekro-go/nekro/adapter"
-	"github.com/nekro-go/nekro/internal/adapterhost"
 	"github.com/nekro-go/nekro/internal/agent"
 	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/db"
 	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/kv"
 	"github.com/nekro-go/nekro/internal/kv/kvopen"
-	"github.com/nekro-go/nekro/internal/mcp"
 	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/pyplugin"
 	"github.com/nekro-go/nekro/internal/runtime"
@@ -61,9 +58,6 @@ type Config struct {
 	// PythonIndex is where Python plugins' missing packages are installed
 	// from (--python-index): a package index URL or a directory of wheels.
 	PythonIndex string
-	// MCPConfig is the file of MCP servers (--mcp-config), each mounted
-	// as a plugin mcp.NAME (package mcp); empty: none.
-	MCPConfig string
 	// Enable lists the plugin keys to enable (--plugins); nil means all.
 	// nekro.basic is always on when compiled in.
 	Enable []string
@@ -73,9 +67,6 @@ type Config struct {
 	// ModelGroups are further models by group name, for plugins'
 	// Ctx.AskModel (llm.GroupsFromEnv).
 	ModelGroups map[string]llm.Config
-	// Adapters are the chat platforms to connect (nekro serve only; see
-	// package adapter): started after the agent, stopped after it.
-	Adapters []adapter.Adapter
 	// Agent tunes turns.
 	Agent agent.Config
 	Log   *slog.Logger
@@ -89,8 +80,6 @@ type App struct {
 	Chats   *chat.Service
 	Runtime *runtime.Runtime
 	Agent   *agent.Agent
-	// Adapters are the running chat platform adapters (nil when none).
-	Adapters *adapterhost.Set
 	// Users are the API's users, their tokens and chat memberships.
 	Users *users.Store
 	// Model is the configured model's name, "" when none.
@@ -99,8 +88,6 @@ type App struct {
 	PythonFailed map[string]error
 	// Python is the loaded Python plugins and their processes.
 	Python *pyplugin.Set
-	// MCP is the MCP servers of Config.MCPConfig, as plugins.
-	MCP *mcp.Set
 
 	log     *slog.Logger
 	closers []func(context.Context) error // in opening order
@@ -150,14 +137,10 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 
 	// Python plugins' processes close after the runtime, which runs their
 	// cleanup hooks.
-	plugins, py, ms, err := loadPlugins(ctx, cfg)
+	plugins, py, err := loadPlugins(ctx, cfg)
 	if py != nil {
 		a.closers = append(a.closers, func(context.Context) error { return py.Close() })
 		a.PythonFailed, a.Python = py.Failed, py
-	}
-	if ms != nil { // MCP servers stop after the runtime, as Python plugins do
-		a.closers = append(a.closers, func(context.Context) error { return ms.Close() })
-		a.MCP = ms
 	}
 	if err != nil {
 		return nil, err
@@ -171,7 +154,6 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if a.Runtime, err = runtime.Open(ctx, rc); err != nil {
 		return nil, err
 	}
-	a.Chats.UseLayout(a.Runtime.Layout()) // attachments land in the chats' mounted, bounded volumes
 	a.closers = append(a.closers, func(ctx context.Context) error {
 		// Cleanup hooks run even when the agent used up ctx's time.
 		return a.Runtime.Close(context.WithoutCancel(ctx))
@@ -209,12 +191,6 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		ac.ModelGroups[name] = c
 	}
 	a.Agent = agent.New(a.Runtime, a.Chats, model, ac)
-	// Adapters close after the agent's turns end, so their last answers
-	// still go out.
-	if len(cfg.Adapters) > 0 {
-		a.Adapters = adapterhost.Start(cfg.Adapters, a.Agent, a.Chats, a.Layout, cfg.Runtime.Files.AllowPrivateNetworks, cfg.Log)
-		a.closers = append(a.closers, a.Adapters.Close)
-	}
 	a.closers = append(a.closers, a.Agent.Shutdown)
 	return a, nil
 }
@@ -225,36 +201,25 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 // the Python plugins' processes.
 func Plugins(ctx context.Context, cfg Config) ([]*plugin.Plugin, *pyplugin.Set, error) {
 	cfg.defaults()
-	plugins, py, ms, err := loadPlugins(ctx, cfg)
-	if ms != nil {
-		ms.Close() // listing needs no MCP server running
-	}
-	return plugins, py, err
+	return loadPlugins(ctx, cfg)
 }
 
 // loadPlugins starts the Python plugins' processes and chooses the
-// enabled plugins, with the MCP servers' (started only if their tools
-// were never listed). On error the sets, when not nil, must still be
-// closed.
-func loadPlugins(ctx context.Context, cfg Config) ([]*plugin.Plugin, *pyplugin.Set, *mcp.Set, error) {
+// enabled plugins. On error the set, when not nil, must still be closed.
+func loadPlugins(ctx context.Context, cfg Config) ([]*plugin.Plugin, *pyplugin.Set, error) {
 	py, err := pyplugin.Load(ctx, pyplugin.Options{Dirs: cfg.PluginDirs, Python: cfg.PluginPython, Index: cfg.PythonIndex,
 		CacheDir: filepath.Join(cfg.DataDir, "python"), PluginsDir: filepath.Join(cfg.DataDir, "plugins"), Log: cfg.Log})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	ms, err := mcp.Load(ctx, mcp.Options{Config: cfg.MCPConfig, StateDir: filepath.Join(cfg.DataDir, "mcp"), Log: cfg.Log})
-	if err != nil {
-		return nil, py, nil, err
-	}
-	plugins, err := choosePlugins(cfg, py, ms.Plugins)
-	return plugins, py, ms, err
+	plugins, err := choosePlugins(cfg, py)
+	return plugins, py, err
 }
 
 // choosePlugins joins the compiled-in plugins and the Python ones (a key
 // defined by both is an error naming both) and keeps those cfg.Enable
-// names (an unknown key is an error). The MCP servers' plugins (mcp.NAME)
-// join them the same way.
-func choosePlugins(cfg Config, py *pyplugin.Set, mcpPlugins []*plugin.Plugin) ([]*plugin.Plugin, error) {
+// names (an unknown key is an error).
+func choosePlugins(cfg Config, py *pyplugin.Set) ([]*plugin.Plugin, error) {
 	goPlugins := cfg.Runtime.Plugins
 	if goPlugins == nil {
 		goPlugins = pluginhost.Registered()
@@ -266,12 +231,6 @@ func choosePlugins(cfg Config, py *pyplugin.Set, mcpPlugins []*plugin.Plugin) ([
 	for _, p := range py.Plugins {
 		if _, dup := all[p.Key()]; dup {
 			return nil, fmt.Errorf("plugin key %s is defined twice: by a compiled-in Go plugin and by %s", p.Key(), py.Paths[p.Key()])
-		}
-		all[p.Key()] = p
-	}
-	for _, p := range mcpPlugins {
-		if _, dup := all[p.Key()]; dup {
-			return nil, fmt.Errorf("plugin key %s is defined twice: by an MCP server of --mcp-config and by another plugin", p.Key())
 		}
 		all[p.Key()] = p
 	}
@@ -309,9 +268,7 @@ func choosePlugins(cfg Config, py *pyplugin.Set, mcpPlugins []*plugin.Plugin) ([
 // built-in plugin (nekro.*) also mounts: the documents' get_note and the
 // note plugin's, for instance. Named in --plugins without the built-in,
 // the example is enabled; a clash among plugins the operator named stays
-// a start-up error. Only cmd/nekro-examples needs this (the production
-// cmd/nekro carries no examples); it stays because that binary still has
-// both the kvstore example's get_note and nekro.note's.
+// a start-up error.
 func yieldToBuiltins(plugins []*plugin.Plugin, log *slog.Logger) []*plugin.Plugin {
 	builtin := map[string]string{}
 	for _, p := range plugins {

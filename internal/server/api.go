@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nekro-go/nekro/internal/agent"
+	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/keys"
 	"github.com/nekro-go/nekro/internal/sandbox"
 )
@@ -23,14 +25,13 @@ const (
 
 // Handler returns the API:
 //
-//	POST /api/chats/{chat}/messages  {"user_id","user_name","text"} -> 202, starts a turn; or multipart/form-data
-//	                                 with those fields and "file" parts (upload.go): 413 over a limit, 507 uploads full
-//	GET  /api/chats/{chat}/messages  the history: ?limit=N (default 100, max 1000) &before=ID, oldest first, next_before
+//	POST /api/chats/{chat}/messages  {"user_id","user_name","text"} -> 202, starts a turn
+//	GET  /api/chats/{chat}/messages  the history, oldest first
 //	GET  /api/chats/{chat}/events    server-sent events: messages, turns, runs, resets
 //	POST /api/chats/{chat}/reset     clears the history, fires on-channel-reset
 //	POST /api/chats/{chat}/exec      {"code","user_id"} -> the run, as `nekro exec --json`
-//	GET  /api/chats/{chat}/runs      execution records, paged as messages (before=RUN_ID)
-//	GET  /api/chats/{chat}/turns     turns and how they ended, paged as messages
+//	GET  /api/chats/{chat}/runs      execution records
+//	GET  /api/chats/{chat}/turns     turns and how they ended
 //	GET  /api/chats/{chat}/uploads/{name}  one of the chat's uploads (attachments)
 //	GET  /api/status                 model, plugins
 //	GET  /api/plugins                every plugin: enabled, methods (Python signatures, docs), settings
@@ -49,7 +50,6 @@ const (
 //	PUT|DELETE /api/chats/{chat}/members/{user}  adds or removes a member
 //	POST /api/webhook/{endpoint}     the enabled plugins' webhook handlers (Plugin.MountWebhook)
 //	     /plugins/{key}/...          a plugin's own routes (Plugin.MountRoutes); 404 while it is disabled
-//	GET  /onebot/v11/ws              OneBot v11 reverse WebSocket (adapters/onebot) with --onebot-token: its own token, 401/403 at the upgrade
 //
 // Every /api/ call needs "Authorization: Bearer <token>": the operator's
 // token (every call) or a user's (package users). A user's token reaches
@@ -67,12 +67,14 @@ const (
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/chats/{chat}/messages", s.postMessage)
-	mux.HandleFunc("GET /api/chats/{chat}/messages", s.memberOnly(chatPage("messages", s.messagesPage)))
+	mux.HandleFunc("GET /api/chats/{chat}/messages", s.memberOnly(chatList("messages", func(ctx context.Context, key string) ([]chat.Message, error) {
+		return s.chats.History(ctx, key, 0)
+	})))
 	mux.HandleFunc("GET /api/chats/{chat}/events", s.memberOnly(s.events))
 	mux.HandleFunc("POST /api/chats/{chat}/reset", s.memberOnly(s.reset))
 	mux.HandleFunc("POST /api/chats/{chat}/exec", adminOnly(s.exec))
-	mux.HandleFunc("GET /api/chats/{chat}/runs", s.memberOnly(chatPage("runs", s.runsPage)))
-	mux.HandleFunc("GET /api/chats/{chat}/turns", s.memberOnly(chatPage("turns", s.turnsPage)))
+	mux.HandleFunc("GET /api/chats/{chat}/runs", s.memberOnly(chatList("runs", s.chats.Runs)))
+	mux.HandleFunc("GET /api/chats/{chat}/turns", s.memberOnly(chatList("turns", s.chats.Turns)))
 	mux.HandleFunc("GET /api/chats/{chat}/uploads/{name}", s.memberOnly(s.upload))
 	mux.HandleFunc("GET /api/status", s.status)
 	mux.HandleFunc("GET /api/plugins", adminOnly(s.plugins))
@@ -99,11 +101,6 @@ func (s *Server) Handler() http.Handler {
 	// token); plugin routes ask for the token except on public paths.
 	top.HandleFunc("POST /api/webhook/{endpoint}", s.webhook)
 	top.HandleFunc("/plugins/{key}/", s.pluginRoutes)
-	// Chat platforms' endpoints (OneBot's reverse WebSocket) check their
-	// own token.
-	for pattern, h := range s.app.Adapters.Routes() {
-		top.Handle(pattern, h)
-	}
 	top.Handle("/", ui())
 	return top
 }
@@ -162,10 +159,6 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if isMultipart(r) { // a message with files: upload.go
-		s.postMultipart(w, r, key)
-		return
-	}
 	var req postMessageRequest
 	if !decode(w, r, maxMessageBody, &req) {
 		return
@@ -196,6 +189,23 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 // user id from here.
 func (s *Server) poster(w http.ResponseWriter, r *http.Request, chatKey, named string) (string, bool) {
 	return s.postingUser(w, r, chatKey, named)
+}
+
+// chatList answers GET /api/chats/{chat}/<field> with what list returns
+// for the chat, as {"chat_key": ..., field: [...]}.
+func chatList[T any](field string, list func(ctx context.Context, chatKey string) ([]T, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key, ok := chatKey(w, r)
+		if !ok {
+			return
+		}
+		items, err := list(r.Context(), key)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, "%v", err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"chat_key": key, field: items})
+	}
 }
 
 func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
@@ -255,7 +265,6 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		plugins = append(plugins, pi)
 	}
 	st := map[string]any{"model": s.Model, "plugins": plugins, "disabled_plugins": s.rt.Registry().Disabled()}
-	st["adapters"] = s.app.Adapters.Status() // chat platform connections
 	if err := s.agent.ModelError(); err != nil {
 		st["model_error"] = err.Error()
 	}
