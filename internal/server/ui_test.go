@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nekro-go/nekro/internal/llm/llmtest"
 	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/server"
 	"github.com/nekro-go/nekro/plugin"
@@ -279,6 +280,12 @@ func drivenPage(t *testing.T, e *env, script string) string {
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
+		case "/ui/drive-sleep":
+			// A wait in real time: the browser's virtual clock stands
+			// still while a request is pending, so the driver waits on
+			// the server (a turn, a model) by asking for this.
+			time.Sleep(50 * time.Millisecond)
+			w.WriteHeader(http.StatusNoContent)
 		case "/ui/drive.js":
 			w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
 			io.WriteString(w, script)
@@ -447,4 +454,212 @@ func TestUIPluginsPageInABrowser(t *testing.T) {
 		!strings.Contains(kinds, `&lt;img src="x" id="injected-doc"&gt;`) {
 		t.Errorf("plugin texts became markup:\n%s", kinds)
 	}
+}
+
+// driveHelpers opens every chat-page driver script (inside its function,
+// so nothing clashes with the page's names): note() writes a line into
+// #drive-log, which the test reads in the dumped DOM; sleep() waits in
+// real time (see drivenPage); until() waits for a condition, up to 30 s.
+const driveHelpers = `const log = document.createElement("pre");
+log.id = "drive-log";
+document.body.append(log);
+const note = (s) => { log.textContent += s + "\n"; };
+const sleep = () => fetch("/ui/drive-sleep");
+const until = async (what, f) => {
+  for (let i = 0; i < 600; i++) {
+    const v = f();
+    if (v) return v;
+    await sleep();
+  }
+  throw new Error("gave up waiting for " + what);
+};
+const chatButton = (key) => document.querySelector('#chats li[data-chat="' + key + '"] button');
+const messages = (role) => [...document.querySelectorAll("#messages > li.message" + (role ? "." + role : ""))];
+const opened = (key, role) => until("chat " + key + " open", () => $("chat-title").textContent === key && !$("send-fields").disabled && messages(role).length > 0);
+`
+
+// drive runs body (JavaScript, after driveHelpers, inside an async
+// function; it ends by noting "done") on the page in headless Chromium and
+// returns the drive log and the final DOM.
+func drive(t *testing.T, e *env, fragment, body string) (log, dom string) {
+	t.Helper()
+	chromium := chromiumPath(t)
+	script := "\"use strict\";\n(async () => {\n" + driveHelpers + "  try {\n" + body + "\n  } catch (e) {\n    note(\"error: \" + e.message);\n  }\n})();\n"
+	dom = dumpDOM(t, chromium, drivenPage(t, e, script)+"/#"+fragment, 30*time.Second)
+	log = html.UnescapeString(regexp.MustCompile(`(?s)<pre id="drive-log">(.*?)</pre>`).FindStringSubmatch(dom + `<pre id="drive-log"></pre>`)[1])
+	if !strings.Contains(log, "\ndone\n") {
+		t.Fatalf("the page was not driven to the end:\n%s\n\nDOM:\n%s", log, dom)
+	}
+	t.Logf("drive log:\n%s", log)
+	return log, dom
+}
+
+// logLine returns the text after "prefix: " on the drive log's line that
+// starts with it.
+func logLine(t *testing.T, log, prefix string) string {
+	t.Helper()
+	for _, l := range strings.Split(log, "\n") {
+		if v, ok := strings.CutPrefix(l, prefix+": "); ok {
+			return v
+		}
+	}
+	t.Fatalf("the drive log has no %q line:\n%s", prefix, log)
+	return ""
+}
+
+// proseReply is a model reply without code: Markdown, with markup that
+// must stay text and a link that must not become one.
+const proseReply = "Here is **bold**, *slanted* and `inline code`, for snake_case_names too.\n\n" +
+	"## A heading\n\n- one\n- two\n\n1. first\n2. second\n\n" +
+	"See [the docs](https://example.org/docs) but not [this](javascript:document.title='pwned-link').\n\n" +
+	"<img src=x onerror=\"document.title='pwned-img'\"> and <script>document.title='pwned-script'</script>\n\n" +
+	"```js\nconst x = \"<b>\";\n```" // a Python block would be run, not sent
+
+// The chat page in a real browser: the chat list (most recent first,
+// last messages), switching chats from it, a prose reply rendered as
+// Markdown with its markup left inert, a turn's runs expanded (code,
+// output, stop type), a failed turn saying why, and a message typed and
+// sent with Enter whose turn shows as working until it is answered.
+func TestUIChatPageInABrowser(t *testing.T) {
+	chromiumPath(t)
+	e := startEnv(t, func(r llmtest.Request) llmtest.Reply {
+		switch r.ChatKey() {
+		case "ui-prose":
+			return llmtest.Reply{Text: proseReply}
+		case "ui-fail":
+			return llmtest.Reply{Status: http.StatusBadRequest, Text: "the scripted model refuses this chat"}
+		}
+		if strings.Contains(r.Last(), "typed in the browser") {
+			return llmtest.Code(`send_msg_text(_ck, "you typed it")`)
+		}
+		return llmtest.Code(`
+def answer():
+    return 6 * 7  # the answer
+print("six times seven is", answer())
+send_msg_text(_ck, "the answer is **42**")`)
+	}, nil)
+	for _, key := range []string{"ui-code", "ui-fail", "ui-prose"} { // ui-prose is the most recent
+		e.post(key, "u1", "Alice", "hello "+key)
+		e.waitTurns(key, 1)
+	}
+
+	log, dom := drive(t, e, "token="+testToken, `
+    await until("the chat list", () => document.querySelectorAll("#chats li").length >= 3);
+    note("list: " + [...document.querySelectorAll("#chats li")].map((li) => li.dataset.chat + " = " + li.querySelector(".chat-last").textContent).join(" | "));
+    await opened("ui-prose", "assistant");
+    note("opened first: " + $("chat-title").textContent);
+    note("prose: " + messages("assistant")[0].querySelector(".body").innerHTML);
+
+    chatButton("ui-code").click();
+    await opened("ui-code", "assistant");
+    note("current: " + document.querySelector('#chats button[aria-current="true"]').closest("li").dataset.chat);
+    note("code chat: " + messages().map((li) => li.querySelector(".body").textContent).join(" | "));
+    const turn = document.querySelector("#messages > li.turn");
+    note("summary: " + turn.querySelector("summary").textContent);
+    note("runs shown while closed: " + turn.querySelectorAll("section.run").length);
+    turn.querySelector("summary").click();
+    const run = await until("the run", () => turn.querySelector("section.run"));
+    note("run head: " + run.querySelector(".run-head").textContent);
+    note("run code: " + JSON.stringify(run.querySelector(".run-code").textContent));
+    note("run output: " + JSON.stringify(run.querySelector(".run-output").textContent));
+    note("highlighted: " + [...run.querySelectorAll(".run-code span")].map((s) => s.className + ":" + s.textContent).join(" "));
+    note("calls: " + [...run.querySelectorAll("table.calls td code")].map((c) => c.textContent).join(","));
+
+    let sawWorking = false;
+    new MutationObserver(() => { if (!$("working").hidden) sawWorking = true; }).observe($("working"), { attributes: true });
+    $("text").value = "typed in the browser\nwith a second line";
+    $("text").dispatchEvent(new KeyboardEvent("keydown", { key: "Enter", shiftKey: true, bubbles: true, cancelable: true }));
+    for (let i = 0; i < 6; i++) await sleep();
+    note("after shift+enter: " + messages("user").length + " user messages, text kept: " + ($("text").value !== ""));
+    $("text").dispatchEvent(new KeyboardEvent("keydown", { key: "Enter", bubbles: true, cancelable: true }));
+    await until("the typed message", () => messages("user").some((li) => li.textContent.includes("typed in the browser")));
+    note("textarea after enter: " + JSON.stringify($("text").value));
+    await until("the answer", () => messages("assistant").some((li) => li.textContent.includes("you typed it")));
+    await until("the turn's end", () => $("working").hidden && document.querySelectorAll("#messages > li.turn").length === 2);
+    note("working seen: " + sawWorking);
+    note("list first: " + document.querySelector("#chats li").dataset.chat + " = " + document.querySelector("#chats li .chat-last").textContent);
+
+    chatButton("ui-fail").click();
+    await opened("ui-fail", "user");
+    const failed = await until("the failure", () => document.querySelector('#messages > li.turn[data-status="failed"] .turn-error:not([hidden])'));
+    note("failed turn: " + failed.textContent);
+
+    chatButton("ui-prose").click();
+    await opened("ui-prose", "assistant");
+    note("title: " + document.title);
+    note("done");
+`)
+	mustContain(t, "chat list", logLine(t, log, "list"),
+		"ui-prose = assistant: Here is **bold**")
+	if l := logLine(t, log, "list"); !strings.HasPrefix(l, "ui-prose = ") || !strings.Contains(l, "| ui-fail = SYSTEM: nekro: the model did not answer: model request: model endpoint answered 400 Bad Request: t… | ui-code = assistant: the answer is **42**") {
+		t.Errorf("the chat list is not most recent first with last messages: %s", l)
+	}
+	if got := logLine(t, log, "opened first"); got != "ui-prose" {
+		t.Errorf("the page opened %s, not the most recent chat", got)
+	}
+
+	// The prose reply, rendered; its markup is text.
+	prose := logLine(t, log, "prose")
+	for _, want := range []string{
+		"<strong>bold</strong>", "<em>slanted</em>", "<code>inline code</code>", "snake_case_names",
+		"<h4>A heading</h4>", "<ul><li>one</li><li>two</li></ul>", "<ol><li>first</li><li>second</li></ol>",
+		`<a href="https://example.org/docs" rel="noopener noreferrer" target="_blank">the docs</a>`,
+		"[this](javascript:document.title='pwned-link')",
+		`&lt;img src=x onerror="document.title='pwned-img'"&gt;`, "&lt;script&gt;document.title='pwned-script'&lt;/script&gt;",
+		`<pre class="code"><code data-lang="js">const x = "&lt;b&gt;";</code></pre>`,
+	} {
+		mustContain(t, "the rendered prose reply", prose, want)
+	}
+	for _, bad := range []string{"<img", "<script", `href="javascript`} {
+		if strings.Contains(prose, bad) {
+			t.Errorf("the prose reply holds markup %q:\n%s", bad, prose)
+		}
+	}
+	if got := logLine(t, log, "title"); got != "nekro" {
+		t.Errorf("the page's title is %q: a reply's markup ran", got)
+	}
+	if n := strings.Count(dom, "<script"); n != 3 { // render.js, app.js, the driver
+		t.Errorf("%d script elements in the page", n)
+	}
+	if strings.Contains(dom, `<img src="x"`) {
+		t.Errorf("the reply's image became an element")
+	}
+
+	// Switching chats from the list; the turn's runs, expanded.
+	if got := logLine(t, log, "current"); got != "ui-code" {
+		t.Errorf("the list marks %s as the open chat", got)
+	}
+	mustContain(t, "ui-code's history", logLine(t, log, "code chat"), "hello ui-code | the answer is 42")
+	mustContain(t, "the runs' summary", logLine(t, log, "summary"), "1 run · done")
+	if got := logLine(t, log, "runs shown while closed"); got != "0" {
+		t.Errorf("runs rendered before they were expanded: %s", got)
+	}
+	mustContain(t, "the run's head", logLine(t, log, "run head"), "Run 1 · NORMAL · exit 0 · ")
+	mustContain(t, "the run's code", logLine(t, log, "run code"), `print(\"six times seven is\", answer())`)
+	mustContain(t, "the run's output", logLine(t, log, "run output"), `six times seven is 42`)
+	for _, want := range []string{"tok-keyword:def", "tok-def:answer", "tok-number:6", "tok-comment:# the answer", `tok-string:"six times seven is"`, "tok-call:send_msg_text"} {
+		mustContain(t, "the highlighted code", logLine(t, log, "highlighted"), want)
+	}
+	mustContain(t, "the run's method calls", logLine(t, log, "calls"), "send_msg_text")
+
+	// Enter sent the message (Shift+Enter did not); the turn showed as
+	// working until its answer.
+	mustContain(t, "after Shift+Enter", logLine(t, log, "after shift+enter"), "1 user messages, text kept: true")
+	if got := logLine(t, log, "textarea after enter"); got != `""` {
+		t.Errorf("the message box after sending: %s", got)
+	}
+	if got := logLine(t, log, "working seen"); got != "true" {
+		t.Errorf("no working state was shown during the turn")
+	}
+	if got := logLine(t, log, "list first"); got != "ui-code = assistant: you typed it" {
+		t.Errorf("the chat list after the answer starts with %q", got)
+	}
+	hist := texts(e.history("ui-code"))
+	if len(hist) != 4 || hist[2] != "user: typed in the browser\nwith a second line" || hist[3] != "assistant: you typed it" {
+		t.Errorf("ui-code's history after the browser sent:\n%s", strings.Join(hist, "\n"))
+	}
+
+	// A failed turn says why.
+	mustContain(t, "the failed turn", logLine(t, log, "failed turn"), "This turn failed: ")
+	mustContain(t, "the failed turn", logLine(t, log, "failed turn"), "the scripted model refuses this chat")
 }

@@ -1,19 +1,51 @@
 // nekro web UI: a thin client of the HTTP API. The token stays in this
-// browser (localStorage); every request sends it as a bearer token.
+// browser (localStorage) until the user logs out; every request sends it
+// as a bearer token. It is either the operator's admin token or a user's
+// token (GET /api/me says which): a user sees only their chats, and
+// neither the playground nor the plugins page.
+//
+// Text from chats, the model and plugins is untrusted: it only ever
+// becomes DOM text (render.js builds replies' Markdown node by node).
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-let stream = null; // AbortController of the event stream
-const shown = new Set(); // message ids already on screen
+
+// Page sizes: history and chat list load in pages, older ones on demand.
+const historyPage = 50;
+const chatPage = 30;
+const turnPage = 100;
+
+// state is the open chat's: what is on screen and what the API said.
+const state = {
+  chat: "", // the open chat's key
+  me: null, // GET /api/me: {admin: true} or {user_id, ...}
+  gen: 0, // bumped on every chat switch: answers for a chat left are dropped
+  stream: null, // AbortController of the chat's event stream
+  shown: new Set(), // message ids on screen
+  turns: new Map(), // turn id -> turn
+  runs: new Map(), // turn id -> its runs, by iteration
+  olderBefore: null, // the history's next_before: null at its start
+  turnsBefore: null, // next_before of the turns and runs lists
+  runsBefore: null,
+  loadingOlder: false,
+  chatsBefore: 0, // the chat list's next page starts below this message id
+  pending: [], // files to send with the next message
+};
 
 function say(text, isError) {
   $("status").textContent = text;
   $("status").className = isError ? "error" : "";
 }
 
+function auth() {
+  return { Authorization: "Bearer " + $("token").value };
+}
+
+// api calls the API and returns its JSON; a refusal throws an Error with
+// the API's message, its status and body.
 async function api(path, options = {}) {
-  const headers = { Authorization: "Bearer " + $("token").value };
-  if (options.body) headers["Content-Type"] = "application/json";
+  const headers = auth();
+  if (typeof options.body === "string") headers["Content-Type"] = "application/json";
   const res = await fetch(path, { ...options, headers });
   const body = res.headers.get("Content-Type")?.includes("json") ? await res.json() : null;
   if (!res.ok) {
@@ -25,105 +57,639 @@ async function api(path, options = {}) {
   return body;
 }
 
-function chatPath(suffix) {
-  return "/api/chats/" + encodeURIComponent($("chat").value) + suffix;
+function chatPath(suffix, key = state.chat) {
+  return "/api/chats/" + encodeURIComponent(key) + suffix;
 }
 
-async function showAttachment(li, a) {
-  const line = document.createElement("span");
-  line.className = "meta";
-  line.textContent = "📎 " + a.name + " (" + a.size + " bytes)";
-  li.append(line);
-  if (a.kind !== "image") return;
+function isAdmin() {
+  return !state.me || state.me.admin === true || !state.me.user_id;
+}
+
+function fmtMS(ms) {
+  return ms >= 1000 ? (ms / 1000).toFixed(1) + " s" : ms + " ms";
+}
+
+function fmtSize(n) {
+  if (n >= 1 << 20) return (n / (1 << 20)).toFixed(1) + " MiB";
+  if (n >= 1 << 10) return (n / (1 << 10)).toFixed(1) + " KiB";
+  return n + " bytes";
+}
+
+function fmtTime(t) {
+  const d = new Date(t);
+  if (isNaN(d)) return "";
+  return d.toDateString() === new Date().toDateString() ? d.toLocaleTimeString() : d.toLocaleString();
+}
+
+// ---- Sign in and out. The token field takes either kind of token.
+
+async function signIn() {
+  let me;
   try {
-    const res = await fetch(chatPath("/uploads/" + encodeURIComponent(a.name)), {
-      headers: { Authorization: "Bearer " + $("token").value },
-    });
-    if (!res.ok) return;
-    const img = document.createElement("img");
-    img.alt = a.name;
-    img.src = URL.createObjectURL(await res.blob());
-    li.append(img);
-  } catch (e) { /* the name line stays */ }
-}
-
-function showMessage(m) {
-  if (shown.has(m.id)) return;
-  shown.add(m.id);
-  const li = document.createElement("li");
-  li.className = m.role;
-  li.dataset.id = m.id;
-  const meta = document.createElement("span");
-  meta.className = "meta";
-  meta.textContent = (m.sender_name || m.role) + " · " + new Date(m.time).toLocaleTimeString();
-  li.append(meta, document.createTextNode(m.text));
-  for (const a of m.attachments || []) showAttachment(li, a);
-  $("messages").append(li);
-  li.scrollIntoView({ block: "end" });
-}
-
-async function follow() {
-  if (stream) stream.abort();
-  stream = new AbortController();
-  const res = await fetch(chatPath("/events"), {
-    headers: { Authorization: "Bearer " + $("token").value },
-    signal: stream.signal,
-  });
-  if (!res.ok) throw new Error("event stream: " + res.status);
-  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-  let buf = "";
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buf += value;
-    let end;
-    while ((end = buf.indexOf("\n\n")) >= 0) {
-      const block = buf.slice(0, end);
-      buf = buf.slice(end + 2);
-      const data = block.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5)).join("\n");
-      if (!data) continue;
-      const e = JSON.parse(data);
-      if (e.type === "message" && e.message) showMessage(e.message);
-      if (e.type === "reset") { $("messages").replaceChildren(); shown.clear(); }
-      if (e.type === "turn" && e.turn) say("turn " + e.turn.status);
-    }
+    me = await api("/api/me");
+  } catch (e) {
+    if (e.status !== 404) throw e;
+    me = { admin: true }; // a server without user tokens: the token is the admin's
   }
+  state.me = me;
+  const admin = isAdmin();
+  document.body.dataset.role = admin ? "admin" : "user";
+  $("user").readOnly = !admin;
+  if (!admin) {
+    $("user").value = me.user_id;
+    const name = me.name || me.user_name;
+    if (name && (!$("name").value || $("name").value === $("name").defaultValue)) $("name").value = name;
+  }
+  $("who").textContent = admin ? "Signed in as the operator" : "Signed in as " + me.user_id;
+  $("logout").hidden = false;
+  remember();
 }
 
 // remember keeps what the user entered (the token included) in this browser.
 function remember() {
-  for (const f of ["token", "chat", "user", "name"]) localStorage.setItem("nekro." + f, $(f).value);
+  for (const f of ["token", "user", "name"]) localStorage.setItem("nekro." + f, $(f).value);
+  if (state.chat) localStorage.setItem("nekro.chat", state.chat);
 }
 
-async function open() {
-  remember();
-  $("chat-title").textContent = $("chat").value;
-  $("messages").replaceChildren();
-  shown.clear();
-  const status = await api("/api/status");
-  $("model").textContent = status.model ? "Model: " + status.model : "No model configured: " + (status.model_error || "");
-  $("plugins").replaceChildren(...status.plugins.map((p) => {
-    const li = document.createElement("li");
-    li.textContent = p.name + " (" + p.key + "): " + p.methods.join(", ");
-    return li;
-  }));
-  const history = await api(chatPath("/messages"));
-  history.messages.forEach(showMessage);
-  say("connected to chat " + $("chat").value);
-  follow().catch((e) => { if (e.name !== "AbortError") say(e.message, true); });
+// logout forgets the token (and the open chat) in this browser.
+function logout() {
+  if (state.stream) state.stream.abort();
+  state.gen++;
+  for (const f of ["token", "chat"]) localStorage.removeItem("nekro." + f);
+  $("token").value = "";
+  state.me = null;
+  state.chat = "";
+  loaded.chat = loaded.plugins = false;
+  delete document.body.dataset.role;
+  $("user").readOnly = false;
+  $("who").textContent = "";
+  $("logout").hidden = true;
+  clearChat();
+  $("chats").replaceChildren();
+  $("chats-more").hidden = true;
+  $("chat-title").textContent = "";
+  $("plugin-list").replaceChildren();
+  $("plugins").replaceChildren();
+  $("model").textContent = "";
+  say("Signed out: this browser no longer keeps the token.");
+  $("token").focus();
 }
+
+// ---- The chat list: GET /api/chats, most recently active first.
+
+function chatItem(key) {
+  let li = $("chats").querySelector('li[data-chat="' + CSS.escape(key) + '"]');
+  if (!li) {
+    li = el("li", { "data-chat": key });
+    const b = el("button", { type: "button", className: "chat-link" });
+    b.addEventListener("click", () => openChat(key));
+    li.append(b);
+  }
+  return li;
+}
+
+// showChat puts a chat in the list, filled from its summary (or updated
+// from parts: a new last message, a turn state); top moves it first.
+function showChat(key, { last, time, turnState, top } = {}) {
+  const li = chatItem(key);
+  if (last !== undefined) li.last = last;
+  if (time !== undefined) li.time = time;
+  if (turnState !== undefined) li.turnState = turnState;
+  const b = li.firstChild;
+  const stateText = li.turnState === "running" ? "working…" : li.turnState === "failed" ? "failed" : "";
+  const m = li.last;
+  let preview = "";
+  if (m) {
+    preview = (m.text || "").replace(/\s+/g, " ").trim() ||
+      (m.attachments && m.attachments.length ? "📎 " + m.attachments.map((a) => a.name).join(", ") : "");
+    if (preview.length > 90) preview = preview.slice(0, 90) + "…";
+    preview = (m.sender_name || m.role) + ": " + preview;
+  }
+  b.replaceChildren(...[
+    el("span", { className: "chat-key" }, key),
+    stateText ? el("span", { className: "chat-state", "data-state": li.turnState }, stateText) : null,
+    el("span", { className: "chat-last" }, preview || "no messages yet"),
+    li.time ? el("time", { dateTime: new Date(li.time).toISOString() }, fmtTime(li.time)) : null].filter(Boolean));
+  li.dataset.state = li.turnState || "";
+  if (top) $("chats").prepend(li);
+  else if (!li.isConnected) $("chats").append(li);
+  markChat();
+}
+
+function markChat() {
+  for (const li of $("chats").children) {
+    if (li.dataset.chat === state.chat) li.firstChild.setAttribute("aria-current", "true");
+    else li.firstChild.removeAttribute("aria-current");
+  }
+}
+
+// mine returns the chat keys a user's token may open (from /api/me), or
+// null when the list is not restricted.
+function mine() {
+  if (isAdmin() || !Array.isArray(state.me.chats)) return null;
+  return new Set(state.me.chats.map((c) => (typeof c === "string" ? c : c.chat_key || c.key)));
+}
+
+// loadChats loads the list's first page (fresh: replacing the list;
+// otherwise moving what changed to the top) or, with more, the next page.
+async function loadChats({ fresh = false, more = false } = {}) {
+  const q = "?limit=" + chatPage + (more && state.chatsBefore ? "&before=" + state.chatsBefore : "");
+  const { chats } = await api("/api/chats" + q);
+  const allowed = mine();
+  const list = allowed ? chats.filter((c) => allowed.has(c.chat_key)) : chats;
+  if (fresh) $("chats").replaceChildren();
+  const show = (c, top) => showChat(c.chat_key, { last: c.last_message, time: c.last_activity, turnState: c.turn_state, top });
+  if (more) list.forEach((c) => show(c, false));
+  else [...list].reverse().forEach((c) => show(c, true));
+  if (fresh || more) {
+    if (chats.length) state.chatsBefore = chats[chats.length - 1].last_message.id;
+    $("chats-more").hidden = chats.length < chatPage;
+  }
+  if (fresh && allowed) for (const k of allowed) if (!chatItem(k).isConnected) showChat(k, {});
+}
+
+// ---- The open chat: its history (older pages as the user scrolls up),
+// its turns and runs, and its event stream.
+
+function clearChat() {
+  $("messages").replaceChildren();
+  state.shown.clear();
+  state.turns.clear();
+  state.runs.clear();
+  state.olderBefore = state.turnsBefore = state.runsBefore = null;
+  state.pending = [];
+  showPending();
+  $("working").hidden = true;
+  $("chat-error").hidden = true;
+  $("history-top").hidden = true;
+  $("send-error").textContent = "";
+}
+
+async function openChat(key) {
+  key = key.trim();
+  if (!key) return;
+  const gen = ++state.gen;
+  if (state.stream) state.stream.abort();
+  state.chat = key;
+  localStorage.setItem("nekro.chat", key);
+  clearChat();
+  $("chat-title").textContent = key;
+  $("send-fields").disabled = true;
+  markChat();
+  let history;
+  try {
+    [history] = await Promise.all([api(chatPath("/messages?limit=" + historyPage)), loadTurns(gen)]);
+  } catch (e) {
+    if (gen !== state.gen) return;
+    $("chat-error").textContent = "Cannot open chat " + key + ": " + e.message;
+    $("chat-error").hidden = false;
+    say("Cannot open chat " + key + ": " + e.message, true);
+    return;
+  }
+  if (gen !== state.gen) return;
+  state.olderBefore = history.next_before ?? null; // no paging: the whole history came
+  history.messages.forEach((m) => showMessage(m));
+  showHistoryTop();
+  scrollToEnd();
+  setWorking();
+  $("send-fields").disabled = false;
+  say("Chat " + key + (history.messages.length ? "" : ": no messages yet"));
+  follow(gen);
+  fillScreen(gen);
+}
+
+// loadTurns loads the newest page of the chat's turns and runs.
+async function loadTurns(gen) {
+  const [t, r] = await Promise.all([api(chatPath("/turns?limit=" + turnPage)), api(chatPath("/runs?limit=" + turnPage))]);
+  if (gen !== state.gen) return;
+  t.turns.forEach((x) => state.turns.set(x.id, x));
+  r.runs.forEach(addRun);
+  state.turnsBefore = t.next_before ?? null;
+  state.runsBefore = r.next_before ?? null;
+}
+
+// olderTurns loads older pages of turns and runs until turn id is covered.
+async function olderTurns(gen, id) {
+  const oldest = (ids) => Math.min(...ids);
+  while (state.turnsBefore != null && gen === state.gen && (state.turns.size === 0 || oldest(state.turns.keys()) > id)) {
+    const t = await api(chatPath("/turns?limit=" + turnPage + "&before=" + encodeURIComponent(state.turnsBefore)));
+    if (gen !== state.gen) return;
+    t.turns.forEach((x) => state.turns.set(x.id, x));
+    state.turnsBefore = t.turns.length ? t.next_before ?? null : null;
+  }
+  while (state.runsBefore != null && gen === state.gen && (state.runs.size === 0 || oldest(state.runs.keys()) > id)) {
+    const r = await api(chatPath("/runs?limit=" + turnPage + "&before=" + encodeURIComponent(state.runsBefore)));
+    if (gen !== state.gen) return;
+    r.runs.forEach(addRun);
+    state.runsBefore = r.runs.length ? r.next_before ?? null : null;
+  }
+}
+
+function showHistoryTop() {
+  const top = $("history-top");
+  top.hidden = state.shown.size === 0;
+  top.replaceChildren(state.olderBefore != null
+    ? el("button", { type: "button", className: "secondary", id: "load-older" }, "Load earlier messages")
+    : el("span", { className: "hint" }, "Beginning of the chat"));
+  if (state.olderBefore != null) $("load-older").addEventListener("click", loadOlder);
+}
+
+// loadOlder prepends the history's previous page, keeping the view where
+// the user was.
+async function loadOlder() {
+  if (state.olderBefore == null || state.loadingOlder) return;
+  const gen = state.gen;
+  state.loadingOlder = true;
+  try {
+    const h = await api(chatPath("/messages?limit=" + historyPage + "&before=" + encodeURIComponent(state.olderBefore)));
+    if (gen !== state.gen) return;
+    const ids = h.messages.map((m) => m.turn_id).filter((t) => t > 0);
+    if (ids.length) await olderTurns(gen, Math.min(...ids));
+    if (gen !== state.gen) return;
+    const box = $("messages");
+    const fromEnd = box.scrollHeight - box.scrollTop;
+    h.messages.forEach((m) => showMessage(m, { keep: true }));
+    box.scrollTop = box.scrollHeight - fromEnd;
+    state.olderBefore = h.messages.length ? h.next_before ?? null : null;
+    showHistoryTop();
+  } catch (e) {
+    say("Earlier messages: " + e.message, true);
+  } finally {
+    state.loadingOlder = false;
+  }
+}
+
+// fillScreen loads older pages while the history does not fill its box
+// (no scroll bar, so no scrolling up to ask for them).
+async function fillScreen(gen) {
+  const box = $("messages");
+  while (gen === state.gen && state.olderBefore != null && box.scrollHeight <= box.clientHeight) {
+    const before = state.olderBefore;
+    await loadOlder();
+    if (state.olderBefore === before) return;
+  }
+}
+
+function nearEnd() {
+  const box = $("messages");
+  return box.scrollHeight - box.scrollTop - box.clientHeight < 80;
+}
+
+function scrollToEnd() {
+  const box = $("messages");
+  box.scrollTop = box.scrollHeight;
+}
+
+// showMessage puts a message in the history, in id order; keep leaves
+// the scroll position alone (older pages), otherwise the view follows the
+// end if it was there.
+function showMessage(m, { keep = false } = {}) {
+  if (state.shown.has(m.id)) return;
+  state.shown.add(m.id);
+  const follow = !keep && nearEnd();
+  const li = messageItem(m);
+  let next = null;
+  const items = $("messages").querySelectorAll(":scope > li[data-id]");
+  const last = items[items.length - 1];
+  if (last && Number(last.dataset.id) > m.id) {
+    for (const x of items) if (Number(x.dataset.id) > m.id) { next = x; break; }
+  }
+  if (next) next.before(li);
+  else $("messages").append(li);
+  if (m.turn_id > 0) placeTurn(m.turn_id);
+  if (follow) scrollToEnd();
+}
+
+function messageItem(m) {
+  const li = el("li", { className: "message " + m.role, "data-id": m.id });
+  if (m.turn_id > 0) li.dataset.turnOf = m.turn_id;
+  li.append(el("span", { className: "meta" }, (m.sender_name || m.role) + " · " + fmtTime(m.time)));
+  if (m.text) {
+    const body = el("div", { className: "body" });
+    if (m.role === "assistant") {
+      body.classList.add("md");
+      body.append(renderMarkdown(m.text));
+    } else body.textContent = m.text;
+    li.append(body);
+  }
+  if (m.attachments && m.attachments.length) {
+    li.append(el("ul", { className: "attachments" }, ...m.attachments.map(attachmentItem)));
+  }
+  return li;
+}
+
+// fetchUpload returns one of the chat's uploads as a Blob (the API needs
+// the token, so a plain link cannot fetch it).
+async function fetchUpload(name, key = state.chat) {
+  const res = await fetch(chatPath("/uploads/" + encodeURIComponent(name), key), { headers: auth() });
+  if (!res.ok) {
+    let msg = res.status + " " + res.statusText;
+    try { msg = (await res.json()).error || msg; } catch (e) { /* not JSON */ }
+    throw new Error(msg);
+  }
+  return res.blob();
+}
+
+// attachmentItem shows an attachment as a download link, an image also as
+// a thumbnail (both fetched with the token).
+function attachmentItem(a) {
+  const key = state.chat;
+  const li = el("li", { className: "attachment", "data-kind": a.kind });
+  const link = el("a", { href: "#", className: "download", download: a.name, title: "Download " + a.name },
+    "📎 " + a.name);
+  link.addEventListener("click", async (ev) => {
+    ev.preventDefault();
+    try {
+      const url = URL.createObjectURL(await fetchUpload(a.name, key));
+      const tmp = el("a", { href: url, download: a.name, hidden: true });
+      document.body.append(tmp);
+      tmp.click();
+      tmp.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 60000);
+    } catch (e) {
+      say("Download " + a.name + ": " + e.message, true);
+    }
+  });
+  li.append(link, el("span", { className: "size" }, " " + fmtSize(a.size || 0)));
+  if (a.kind === "image") {
+    fetchUpload(a.name, key).then((blob) => {
+      const img = document.createElement("img");
+      img.alt = a.name;
+      img.src = URL.createObjectURL(blob);
+      li.append(img);
+    }).catch(() => { /* the link stays */ });
+  }
+  return li;
+}
+
+// ---- Turns: under the last message of each turn, what the assistant
+// did: its runs (code, output, stop type, duration, method calls) in a
+// collapsible section, and why it failed if it did.
+
+function addRun(r) {
+  if (!(r.turn_id > 0)) return; // playground runs belong to no turn
+  const list = state.runs.get(r.turn_id) || [];
+  if (list.some((x) => x.run_id === r.run_id)) return;
+  list.push(r);
+  list.sort((a, b) => a.iteration - b.iteration);
+  state.runs.set(r.turn_id, list);
+}
+
+function turnItem(id) {
+  let li = $("messages").querySelector(':scope > li.turn[data-turn="' + id + '"]');
+  if (li) return li;
+  const details = el("details", { className: "runs" }, el("summary"));
+  details.addEventListener("toggle", () => { if (details.open) fillRuns(id, details); });
+  return el("li", { className: "turn", "data-turn": id }, el("p", { className: "turn-error", role: "alert", hidden: true }), details);
+}
+
+// placeTurn shows turn id after its last message (at the end while it has
+// none on screen).
+function placeTurn(id) {
+  const li = turnItem(id);
+  const members = $("messages").querySelectorAll(':scope > li[data-turn-of="' + id + '"]');
+  if (members.length) members[members.length - 1].after(li);
+  else if (!li.isConnected) $("messages").append(li);
+  renderTurn(id);
+}
+
+function renderTurn(id) {
+  const li = turnItem(id);
+  const t = state.turns.get(id);
+  const runs = state.runs.get(id) || [];
+  const status = t ? t.status : "";
+  li.dataset.status = status;
+  const err = li.querySelector(".turn-error");
+  if (status === "failed" || status === "interrupted") {
+    err.textContent = (status === "failed" ? "This turn failed" : "This turn was interrupted") + (t.error ? ": " + t.error : "");
+    err.hidden = false;
+  } else err.hidden = true;
+  const details = li.querySelector("details.runs");
+  details.hidden = runs.length === 0 && status !== "running";
+  const parts = [runs.length + (runs.length === 1 ? " run" : " runs")];
+  if (status === "running") parts.push("working…");
+  else if (status) parts.push(status);
+  if (t && t.finished_at && t.started_at) parts.push(fmtMS(new Date(t.finished_at) - new Date(t.started_at)));
+  if (t && t.model_requests) parts.push(t.model_requests + (t.model_requests === 1 ? " model request" : " model requests"));
+  const failedRuns = runs.filter((r) => r.stop_type === "ERROR" || r.stop_type === "TIMEOUT").length;
+  if (failedRuns) parts.push(failedRuns + " failed");
+  details.firstChild.textContent = "What the assistant did: " + parts.join(" · ");
+  if (details.open) fillRuns(id, details);
+}
+
+function fillRuns(id, details) {
+  const runs = state.runs.get(id) || [];
+  details.replaceChildren(details.firstChild, ...runs.map(runView));
+}
+
+// callsTable lists a run's method calls, or returns null when it made none.
+function callsTable(calls) {
+  if (!Array.isArray(calls) || calls.length === 0) return null;
+  return el("table", { className: "calls" },
+    el("thead", {}, el("tr", {}, el("th", {}, "method"), el("th", {}, "µs"), el("th", {}, "error"))),
+    el("tbody", {}, ...calls.map((c) => el("tr", { className: c.error ? "call-error" : "" },
+      el("td", {}, el("code", {}, c.method)), el("td", {}, String(c.duration_us ?? "")), el("td", {}, c.error || "")))));
+}
+
+function runView(r) {
+  const code = el("code", { "data-lang": "python" });
+  code.append(highlightPython(r.code || ""));
+  let agent = null;
+  if (r.agent_method) {
+    const res = r.agent_result === undefined ? "" : typeof r.agent_result === "string" ? r.agent_result : JSON.stringify(r.agent_result, null, 2);
+    agent = el("div", { className: "agent" }, el("h4", {}, "Ended by " + r.agent_method + "(); its result went to the model"),
+      res ? el("pre", { className: "output" }, res) : null);
+  }
+  return el("section", { className: "run", "data-run": r.run_id, "data-stop": r.stop_type },
+    el("p", { className: "run-head" }, "Run " + r.iteration + " · ", el("span", { className: "stop " + r.stop_type }, r.stop_type),
+      " · exit " + r.exit_code + " · " + fmtMS(r.duration_ms || 0)),
+    el("h4", {}, "Code"), el("pre", { className: "code run-code" }, code),
+    el("h4", {}, "Output"), el("pre", { className: "output run-output" }, r.output || "(no output)"),
+    r.note ? el("p", { className: "hint" }, r.note) : null,
+    callsTable(r.calls) ? el("h4", {}, "Method calls") : null, callsTable(r.calls),
+    agent);
+}
+
+// setWorking shows "working…" while one of the chat's turns runs.
+function setWorking() {
+  let running = null;
+  for (const t of state.turns.values()) if (t.status === "running") running = t;
+  $("working").hidden = !running;
+  if (running) {
+    const n = (state.runs.get(running.id) || []).length;
+    $("working-text").textContent = "The assistant is working…" + (n ? " (" + n + (n === 1 ? " run" : " runs") + " so far)" : "");
+  }
+}
+
+// follow reads the chat's event stream until the chat is left, and
+// reconnects (catching up on the history) when the stream drops.
+async function follow(gen) {
+  const ctl = new AbortController();
+  state.stream = ctl;
+  try {
+    const res = await fetch(chatPath("/events"), { headers: auth(), signal: ctl.signal });
+    if (!res.ok) throw new Error("event stream: " + res.status + " " + res.statusText);
+    const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += value;
+      let end;
+      while ((end = buf.indexOf("\n\n")) >= 0) {
+        const block = buf.slice(0, end);
+        buf = buf.slice(end + 2);
+        const data = block.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5)).join("\n");
+        if (data && gen === state.gen) onEvent(JSON.parse(data));
+      }
+    }
+  } catch (e) {
+    if (e.name === "AbortError" || gen !== state.gen) return;
+    say(e.message + "; reconnecting", true);
+  }
+  if (gen !== state.gen || ctl.signal.aborted) return;
+  await new Promise((r) => setTimeout(r, 2000));
+  if (gen !== state.gen) return;
+  try { // what was missed while the stream was down
+    const h = await api(chatPath("/messages?limit=" + historyPage));
+    if (gen === state.gen) h.messages.forEach((m) => showMessage(m));
+  } catch (e) { /* the next try says */ }
+  if (gen === state.gen) follow(gen);
+}
+
+function onEvent(e) {
+  switch (e.type) {
+    case "message":
+      if (!e.message) return;
+      showMessage(e.message);
+      showChat(state.chat, { last: e.message, time: e.message.time, top: true });
+      showHistoryTop();
+      break;
+    case "turn":
+      if (!e.turn) return;
+      state.turns.set(e.turn.id, e.turn);
+      placeTurn(e.turn.id);
+      setWorking();
+      showChat(state.chat, { turnState: e.turn.status });
+      if (e.turn.status === "failed") say("The assistant's turn failed: " + (e.turn.error || "no reason given"), true);
+      break;
+    case "run":
+      if (!e.run) return;
+      addRun(e.run);
+      if (e.run.turn_id > 0) placeTurn(e.run.turn_id);
+      setWorking();
+      break;
+    case "reset":
+      clearChat();
+      showChat(state.chat, { last: null, turnState: "" });
+      say("The chat was reset");
+      break;
+  }
+}
+
+// ---- Sending: Enter sends, Shift+Enter is a new line; files come by the
+// attach button or dropped on the conversation, and go as multipart.
 
 async function send(ev) {
   ev.preventDefault();
+  const text = $("text").value;
+  const files = state.pending.slice();
+  if (!text.trim() && !files.length) return;
+  $("send-error").textContent = "";
+  const fields = { user_name: $("name").value, text };
+  if (isAdmin()) fields.user_id = $("user").value; // a user's token says who they are
+  let body;
+  if (files.length) {
+    body = new FormData();
+    for (const [k, v] of Object.entries(fields)) body.append(k, v);
+    for (const f of files) body.append("file", f, f.name);
+  } else body = JSON.stringify(fields);
+  // The box empties at once (a second Enter sends nothing twice) and
+  // gets the message back if it is refused.
+  const button = $("send-button");
+  button.disabled = true;
+  const gen = state.gen;
+  $("text").value = "";
+  state.pending = [];
+  showPending();
   try {
-    await api(chatPath("/messages"), {
-      method: "POST",
-      body: JSON.stringify({ user_id: $("user").value, user_name: $("name").value, text: $("text").value }),
-    });
-    $("text").value = "";
-    say("sent; the assistant is thinking");
-  } catch (e) { say(e.message, true); }
+    const r = await api(chatPath("/messages"), { method: "POST", body });
+    if (r && r.message && gen === state.gen) showMessage(r.message);
+    if (r && r.dropped) say("Kept, but not answered: " + r.dropped);
+    else say("Sent; the assistant will answer.");
+  } catch (e) {
+    if (gen === state.gen && !$("text").value && !state.pending.length) {
+      $("text").value = text;
+      addFiles(files);
+    }
+    const msg = (e.status === 413 ? "Too large, not sent: " : "Not sent: ") + e.message;
+    $("send-error").textContent = msg;
+    say(msg, true);
+  } finally {
+    button.disabled = false;
+  }
 }
+
+function addFiles(list) {
+  for (const f of list) {
+    if (!state.pending.some((p) => p.name === f.name && p.size === f.size)) state.pending.push(f);
+  }
+  showPending();
+}
+
+function showPending() {
+  $("pending").replaceChildren(...state.pending.map((f, i) => {
+    const remove = el("button", { type: "button", className: "secondary remove", title: "Do not send " + f.name }, "×");
+    remove.addEventListener("click", () => {
+      state.pending.splice(i, 1);
+      showPending();
+    });
+    return el("li", {}, "📎 " + f.name + " (" + fmtSize(f.size) + ") ", remove);
+  }));
+}
+
+function setUpSending() {
+  $("send").addEventListener("submit", send);
+  $("text").addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" && !ev.shiftKey && !ev.ctrlKey && !ev.altKey && !ev.metaKey && !ev.isComposing) {
+      ev.preventDefault();
+      $("send").requestSubmit();
+    }
+  });
+  $("attach").addEventListener("click", () => $("file").click());
+  $("file").addEventListener("change", () => {
+    addFiles($("file").files);
+    $("file").value = "";
+  });
+  const zone = $("conversation");
+  let depth = 0; // dragenter/leave fire for every child crossed
+  const hasFiles = (ev) => ev.dataTransfer && [...ev.dataTransfer.types].includes("Files");
+  zone.addEventListener("dragenter", (ev) => {
+    if (!hasFiles(ev)) return;
+    ev.preventDefault();
+    depth++;
+    zone.classList.add("dropping");
+  });
+  zone.addEventListener("dragover", (ev) => {
+    if (!hasFiles(ev)) return;
+    ev.preventDefault();
+    ev.dataTransfer.dropEffect = "copy";
+  });
+  zone.addEventListener("dragleave", () => {
+    if (--depth <= 0) { depth = 0; zone.classList.remove("dropping"); }
+  });
+  zone.addEventListener("drop", (ev) => {
+    if (!hasFiles(ev)) return;
+    ev.preventDefault();
+    depth = 0;
+    zone.classList.remove("dropping");
+    if ($("send-fields").disabled) return;
+    addFiles(ev.dataTransfer.files);
+    $("text").focus();
+  });
+}
+
+// ---- The playground (admin): code run in the chat's sandbox.
 
 async function run(ev) {
   ev.preventDefault();
@@ -134,26 +700,36 @@ async function run(ev) {
       method: "POST",
       body: JSON.stringify({ user_id: $("user").value, code: $("code").value }),
     });
-    const head = document.createElement("p");
-    const stop = document.createElement("span");
-    stop.className = "stop " + r.stop_type;
-    stop.textContent = r.stop_type;
-    head.append(stop, " · exit " + r.exit_code + " · " + r.duration_ms + " ms");
-    const pre = document.createElement("pre");
-    pre.textContent = r.output || "(no output)";
-    const calls = document.createElement("table");
-    calls.innerHTML = "<tr><th>method</th><th>µs</th><th>error</th></tr>";
-    for (const c of r.calls) {
-      const tr = calls.insertRow();
-      for (const v of [c.method, c.duration_us, c.error || ""]) tr.insertCell().textContent = v;
-    }
-    out.replaceChildren(head, pre, calls);
+    const head = el("p", {}, el("span", { className: "stop " + r.stop_type }, r.stop_type), " · exit " + r.exit_code + " · " + r.duration_ms + " ms");
+    out.replaceChildren(head, el("pre", {}, r.output || "(no output)"), callsTable(r.calls) || "");
   } catch (e) { out.textContent = e.message; }
 }
 
 async function reset() {
-  if (!confirm("Clear chat " + $("chat").value + "'s history and run the plugins' reset hooks?")) return;
+  if (!confirm("Clear chat " + state.chat + "'s history and run the plugins' reset hooks?")) return;
   try { await api(chatPath("/reset"), { method: "POST" }); say("chat reset"); } catch (e) { say(e.message, true); }
+}
+
+// loadStatus fills the side panel (admin): the model and the plugins.
+async function loadStatus() {
+  const status = await api("/api/status");
+  $("model").textContent = status.model ? "Model: " + status.model : "No model configured: " + (status.model_error || "");
+  $("plugins").replaceChildren(...status.plugins.map((p) => el("li", {}, p.name + " (" + p.key + "): " + p.methods.join(", "))));
+}
+
+// startChat fills the chat page: the list, then the chat last open (or
+// the most recent one).
+async function startChat() {
+  if (!state.me) await signIn();
+  if (isAdmin()) loadStatus().catch((e) => say(e.message, true));
+  await loadChats({ fresh: true });
+  const first = $("chats").firstElementChild;
+  // A chat the token may not open is tried all the same: the API's
+  // refusal is shown.
+  let key = state.chat || localStorage.getItem("nekro.chat") || "";
+  if (!key) key = first ? first.dataset.chat : isAdmin() ? "demo" : "";
+  if (key) await openChat(key);
+  else say("No chats yet: start one with New chat.");
 }
 
 // ---- Plugins page: GET /api/plugins, a switch per plugin, its methods,
@@ -418,20 +994,28 @@ const loaded = { chat: false, plugins: false };
 
 function load(v) {
   loaded[v] = true;
-  (v === "chat" ? open() : loadPlugins()).catch((e) => { loaded[v] = false; say(e.message, true); });
+  const go = async () => {
+    if (!state.me) await signIn();
+    if (v === "plugins" && !isAdmin()) return showView("chat"); // the operator's page
+    await (v === "chat" ? startChat() : loadPlugins());
+  };
+  go().catch((e) => {
+    loaded[v] = false;
+    if (e.status === 401) state.me = null;
+    say(e.status === 401 ? "Sign-in refused: " + e.message : e.message, true);
+  });
 }
 
 function showView(v) {
-  view = v === "plugins" ? "plugins" : "chat";
+  view = v === "plugins" && isAdmin() ? "plugins" : "chat";
   document.body.dataset.view = view;
   $("chat-view").hidden = view !== "chat";
   $("plugins-view").hidden = view !== "plugins";
-  $("chat").required = view === "chat";
   for (const a of document.querySelectorAll("#tabs a")) {
     if (a.dataset.view === view) a.setAttribute("aria-current", "page");
     else a.removeAttribute("aria-current");
   }
-  if (!$("token").value) say("Enter the API token (printed at first start, kept in the data directory's api_token).");
+  if (!$("token").value) say("Sign in with an API token: the operator's (printed at first start, kept in the data directory's api_token) or a user's.");
   else if (!loaded[view]) load(view);
 }
 
@@ -440,8 +1024,13 @@ function showView(v) {
 function fromFragment() {
   const frag = new URLSearchParams(location.hash.slice(1));
   let changed = false;
-  for (const f of ["token", "chat", "user", "name"]) {
+  for (const f of ["token", "user", "name"]) {
     if (frag.get(f)) { $(f).value = frag.get(f); changed = true; }
+  }
+  if (frag.get("token")) state.me = null;
+  if (frag.get("chat")) {
+    state.chat = frag.get("chat");
+    changed = true;
   }
   if (changed) { loaded.chat = loaded.plugins = false; }
   const v = frag.get("view") === "plugins" ? "plugins" : "chat";
@@ -450,19 +1039,35 @@ function fromFragment() {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  for (const f of ["token", "chat", "user", "name"]) {
+  for (const f of ["token", "user", "name"]) {
     const v = localStorage.getItem("nekro." + f);
     if (v) $(f).value = v;
   }
   $("connect").addEventListener("submit", (ev) => {
     ev.preventDefault();
+    state.me = null;
     loaded.chat = loaded.plugins = false;
     load(view);
   });
-  $("send").addEventListener("submit", send);
+  $("logout").addEventListener("click", logout);
+  $("new-chat").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const key = $("new-chat-key").value.trim();
+    if (!key || !state.me) return;
+    showChat(key, { top: true });
+    openChat(key);
+    $("new-chat-key").value = "";
+  });
+  $("chats-more").addEventListener("click", () => loadChats({ more: true }).catch((e) => say(e.message, true)));
+  $("messages").addEventListener("scroll", () => { if ($("messages").scrollTop < 60) loadOlder(); });
+  setUpSending();
   $("exec").addEventListener("submit", run);
   $("reset").addEventListener("click", reset);
   $("plugins-reload").addEventListener("click", () => load("plugins"));
+  // Other chats' last messages and states, while the page is open.
+  setInterval(() => {
+    if (state.me && view === "chat" && !document.hidden) loadChats().catch(() => { /* the next try */ });
+  }, 20000);
   window.addEventListener("hashchange", () => showView(fromFragment()));
   showView(fromFragment());
 });
