@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/nekro-go/nekro/internal/bench/stats"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
+	"github.com/nekro-go/nekro/internal/server"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -159,7 +161,11 @@ func Spine(ctx context.Context, w io.Writer, dataDir, python string, opt SpineOp
 	fmt.Fprintf(w, "sandboxed `pass`, cold start        p50 %6.1f ms  p99 %6.1f ms  (%s; in the sandbox process %.1f ms)\n",
 		ms(sc.P50), ms(sc.P99), stats.Ratio(sc.P50, sb.P50), ms(stats.Summarize(inProc).P50))
 	fmt.Fprintf(w, "sandboxed `pass`, warm chat         p50 %6.1f ms  p99 %6.1f ms  (%s)\n", ms(sw.P50), ms(sw.P99), stats.Ratio(sw.P50, sb.P50))
-	fmt.Fprintf(w, "goal: <= 1.5x bare at p50\n\n")
+	fmt.Fprintf(w, "goal: <= 1.5x bare at p50\n")
+	if err := activeChatRows(ctx, w, dataDir, python, p, opt.Runs, sb.P50); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
 
 	// (b) TOOL calls from sandboxed Python over the run's socket.
 	res, err := rt.Exec(ctx, runtime.ExecRequest{ChatKey: "bench",
@@ -256,4 +262,105 @@ func parseLatencies(out string) ([]time.Duration, error) {
 		return nil, fmt.Errorf("no latencies in %.200q", out)
 	}
 	return ds, nil
+}
+
+// plotCode is the small chart the AI's code draws most often.
+const plotCode = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3]); plt.savefig('/app/shared/p.png')"
+
+// activeChatRows measures what a chat that is being talked to pays, as
+// `nekro serve` runs it (warm sandboxes): `pass` and a small matplotlib
+// PNG through the runtime (configured as nekro serve configures it), and
+// `pass` through POST /api/chats/{chat}/exec of an in-process server, each
+// run 50 ms after the previous one ended.
+func activeChatRows(ctx context.Context, w io.Writer, dataDir, python string, p *plugin.Plugin, runs int, bare time.Duration) error {
+	srv, err := server.Start(ctx, server.Options{Listen: "127.0.0.1:0", Token: "bench",
+		App: app.Config{DataDir: dataDir + "-serve", Runtime: runtime.Config{Python: python,
+			Plugins: []*plugin.Plugin{p}, WarmSpares: true}},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return fmt.Errorf("start the server: %w", err)
+	}
+	defer srv.Shutdown(context.WithoutCancel(ctx))
+	activeApp, err := app.Open(ctx, app.Config{DataDir: dataDir + "-active", Runtime: runtime.Config{Python: python,
+		Plugins: []*plugin.Plugin{p}, WarmSpares: true}})
+	if err != nil {
+		return err
+	}
+	defer activeApp.Close(ctx)
+	rt := activeApp.Runtime
+	run := func(code string) (time.Duration, time.Duration, error) {
+		t := time.Now()
+		res, err := rt.Exec(ctx, runtime.ExecRequest{ChatKey: "active", Code: code})
+		if err == nil && res.StopType != sandbox.Normal {
+			err = fmt.Errorf("%q ended %s: %s", code, res.StopType, res.Output)
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		return time.Since(t), res.Duration, nil
+	}
+	client := &http.Client{}
+	body, _ := json.Marshal(map[string]string{"code": "pass"})
+	api := func() (time.Duration, error) {
+		req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+srv.Addr+"/api/chats/active-api/exec", strings.NewReader(string(body)))
+		req.Header.Set("Authorization", "Bearer "+srv.Token)
+		req.Header.Set("Content-Type", "application/json")
+		t := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		d := time.Since(t)
+		var res struct {
+			StopType string `json:"stop_type"`
+		}
+		if resp.StatusCode != 200 || json.Unmarshal(b, &res) != nil || res.StopType != "NORMAL" {
+			return 0, fmt.Errorf("POST exec: %d %.300s", resp.StatusCode, b)
+		}
+		return d, nil
+	}
+	var first, pass, passIn, plot, numpy, viaAPI []time.Duration
+	// A chat's first run: nothing is warm for it yet.
+	d, _, err := run("pass")
+	if err != nil {
+		return err
+	}
+	first = append(first, d)
+	// Active chats: warm-up runs, then the measured ones, interleaved.
+	for i := 0; i < runs+5; i++ {
+		time.Sleep(50 * time.Millisecond)
+		dp, dpIn, err := run("pass")
+		if err != nil {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+		dg, _, err := run(plotCode)
+		if err != nil {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+		dn, _, err := run("import numpy")
+		if err != nil {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+		da, err := api()
+		if err != nil {
+			return err
+		}
+		if i >= 5 {
+			pass, passIn, plot, numpy, viaAPI = append(pass, dp), append(passIn, dpIn), append(plot, dg), append(numpy, dn), append(viaAPI, da)
+		}
+	}
+	sf, sp, sg, sn, sa := stats.Summarize(first), stats.Summarize(pass), stats.Summarize(plot), stats.Summarize(numpy), stats.Summarize(viaAPI)
+	fmt.Fprintf(w, "== an active chat (nekro serve's warm sandboxes), %d runs each, 50 ms apart\n", runs)
+	fmt.Fprintf(w, "a chat's first run, `pass`           %6.1f ms          (%s bare; goal <= 1.5x)\n", ms(sf.P50), stats.Ratio(sf.P50, bare))
+	fmt.Fprintf(w, "`pass`, request to result           p50 %6.1f ms  p99 %6.1f ms  (in the sandbox process %.1f ms; goal p50 <= 2 ms)\n",
+		ms(sp.P50), ms(sp.P99), ms(stats.Summarize(passIn).P50))
+	fmt.Fprintf(w, "`import numpy`                      p50 %6.1f ms  p99 %6.1f ms  (goal: no more than `pass`)\n", ms(sn.P50), ms(sn.P99))
+	fmt.Fprintf(w, "matplotlib PNG (plt.plot; savefig)  p50 %6.1f ms  p99 %6.1f ms  (goal p50 <= 100 ms)\n", ms(sg.P50), ms(sg.P99))
+	fmt.Fprintf(w, "`pass` through POST /api/chats/{chat}/exec  p50 %6.1f ms  p99 %6.1f ms  (goal p50 <= 5 ms)\n", ms(sa.P50), ms(sa.P99))
+	return nil
 }
