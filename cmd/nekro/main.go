@@ -5,6 +5,7 @@ package main
 
 import (
 	"github.com/nekro-go/nekro"
+	_ "github.com/nekro-go/nekro/adapters/all"
 	_ "github.com/nekro-go/nekro/examples/all"
 	_ "github.com/nekro-go/nekro/plugins/all"
 )

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nekro-go/nekro/adapter"
+	"github.com/nekro-go/nekro/internal/adapterhost"
 	"github.com/nekro-go/nekro/internal/agent"
 	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/db"
@@ -67,6 +69,9 @@ type Config struct {
 	// ModelGroups are further models by group name, for plugins'
 	// Ctx.AskModel (llm.GroupsFromEnv).
 	ModelGroups map[string]llm.Config
+	// Adapters are the chat platforms to connect (nekro serve only; see
+	// package adapter): started after the agent, stopped after it.
+	Adapters []adapter.Adapter
 	// Agent tunes turns.
 	Agent agent.Config
 	Log   *slog.Logger
@@ -80,6 +85,8 @@ type App struct {
 	Chats   *chat.Service
 	Runtime *runtime.Runtime
 	Agent   *agent.Agent
+	// Adapters are the running chat platform adapters (nil when none).
+	Adapters *adapterhost.Set
 	// Users are the API's users, their tokens and chat memberships.
 	Users *users.Store
 	// Model is the configured model's name, "" when none.
@@ -191,6 +198,12 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		ac.ModelGroups[name] = c
 	}
 	a.Agent = agent.New(a.Runtime, a.Chats, model, ac)
+	// Adapters close after the agent's turns end, so their last answers
+	// still go out.
+	if len(cfg.Adapters) > 0 {
+		a.Adapters = adapterhost.Start(cfg.Adapters, a.Agent, a.Chats, a.Layout, cfg.Runtime.Files.AllowPrivateNetworks, cfg.Log)
+		a.closers = append(a.closers, a.Adapters.Close)
+	}
 	a.closers = append(a.closers, a.Agent.Shutdown)
 	return a, nil
 }

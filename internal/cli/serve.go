@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nekro-go/nekro/internal/adapterhost"
 	"github.com/nekro-go/nekro/internal/agent"
 	"github.com/nekro-go/nekro/internal/server"
 )
@@ -24,6 +25,7 @@ func newServeCmd(g *globals) *cobra.Command {
 		maxIterations          int
 		shutdownTimeout        time.Duration
 	)
+	var platforms *adapterhost.Settings // chat platforms' flags (--onebot-*), bound below
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the chat API: messages answered by the model through sandboxed code",
@@ -50,6 +52,11 @@ until --shutdown-timeout, then their runs are stopped.`,
 			ac.LLM.BaseURL, ac.LLM.Model = baseURL, model
 			ac.ModelGroups = llm.GroupsFromEnv(ac.LLM)
 			ac.Agent = agent.Config{MaxIterations: maxIterations, CommandPrefix: commandPrefix, SuperUsers: superUsers}
+			adapters, err := platforms.Open()
+			if err != nil {
+				return err
+			}
+			ac.Adapters = adapters
 			srv, err := server.Start(ctx, server.Options{
 				Listen:          listen,
 				App:             ac,
@@ -83,6 +90,8 @@ until --shutdown-timeout, then their runs are stopped.`,
 	cmd.Flags().StringSliceVar(&superUsers, "super-users", envCommaList("NEKRO_SUPER_USERS"),
 		"user ids that may use every chat command, comma-separated (env NEKRO_SUPER_USERS)")
 	cmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long turns may finish after SIGINT/SIGTERM")
+	// Every registered chat platform's settings (--onebot-*).
+	platforms = adapterhost.Bind(cmd.Flags())
 	return cmd
 }
 

@@ -50,6 +50,7 @@ const (
 //	PUT|DELETE /api/chats/{chat}/members/{user}  adds or removes a member
 //	POST /api/webhook/{endpoint}     the enabled plugins' webhook handlers (Plugin.MountWebhook)
 //	     /plugins/{key}/...          a plugin's own routes (Plugin.MountRoutes); 404 while it is disabled
+//	GET  /onebot/v11/ws              OneBot v11 reverse WebSocket (adapters/onebot) with --onebot-token: its own token, 401/403 at the upgrade
 //
 // Every /api/ call needs "Authorization: Bearer <token>": the operator's
 // token (every call) or a user's (package users). A user's token reaches
@@ -101,6 +102,11 @@ func (s *Server) Handler() http.Handler {
 	// token); plugin routes ask for the token except on public paths.
 	top.HandleFunc("POST /api/webhook/{endpoint}", s.webhook)
 	top.HandleFunc("/plugins/{key}/", s.pluginRoutes)
+	// Chat platforms' endpoints (OneBot's reverse WebSocket) check their
+	// own token.
+	for pattern, h := range s.app.Adapters.Routes() {
+		top.Handle(pattern, h)
+	}
 	top.Handle("/", ui())
 	return top
 }
@@ -265,6 +271,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		plugins = append(plugins, pi)
 	}
 	st := map[string]any{"model": s.Model, "plugins": plugins, "disabled_plugins": s.rt.Registry().Disabled()}
+	st["adapters"] = s.app.Adapters.Status() // chat platform connections
 	if err := s.agent.ModelError(); err != nil {
 		st["model_error"] = err.Error()
 	}
