@@ -663,3 +663,106 @@ send_msg_text(_ck, "the answer is **42**")`)
 	mustContain(t, "the failed turn", logLine(t, log, "failed turn"), "This turn failed: ")
 	mustContain(t, "the failed turn", logLine(t, log, "failed turn"), "the scripted model refuses this chat")
 }
+
+// A user's token in the browser: only the user's chats are listed,
+// another user's chat shows the API's refusal (and the API refused it),
+// the operator's pages are hidden, a new chat is claimed by its first
+// message, and logging out forgets the token.
+func TestUIUserTokenInABrowser(t *testing.T) {
+	chromiumPath(t)
+	e := startEnv(t, func(r llmtest.Request) llmtest.Reply {
+		return llmtest.Code(`send_msg_text(_ck, "hello in " + _ck)`)
+	}, nil)
+	token := func(id string) string {
+		var u struct{ Token string }
+		if st := e.call("POST", "/api/users", map[string]string{"user_id": id, "name": strings.ToUpper(id)}, &u); st != http.StatusCreated || u.Token == "" {
+			t.Fatalf("POST /api/users %s: %d", id, st)
+		}
+		return u.Token
+	}
+	alice, bob := token("alice"), token("bob")
+	for key, tok := range map[string]string{"alice-chat": alice, "bob-chat": bob} {
+		if st := e.callToken(tok, "POST", "/api/chats/"+key+"/messages", map[string]string{"text": "mine: " + key}, nil); st != http.StatusAccepted {
+			t.Fatalf("post in %s: %d", key, st)
+		}
+		e.waitTurns(key, 1)
+	}
+
+	log, _ := drive(t, e, "token="+alice+"&chat=bob-chat", `
+    const refused = await until("the refusal", () => !$("chat-error").hidden && $("chat-error").textContent);
+    note("refused: " + refused);
+    note("send disabled: " + $("send-fields").disabled);
+    await until("the chat list", () => document.querySelectorAll("#chats li").length > 0);
+    note("listed: " + [...document.querySelectorAll("#chats li")].map((li) => li.dataset.chat).join(","));
+    const shown = (el) => el.getClientRects().length > 0;
+    note("plugins tab shown: " + shown(document.querySelector('#tabs a[data-view="plugins"]')) + ", playground shown: " + shown($("exec")));
+    note("user field: " + $("user").value + " readonly=" + $("user").readOnly);
+
+    chatButton("alice-chat").click();
+    await opened("alice-chat", "assistant");
+    note("alice-chat: " + messages().map((li) => li.querySelector(".body").textContent).join(" | "));
+
+    const newChat = async (key, text) => {
+      $("new-chat-key").value = key;
+      $("new-chat").requestSubmit();
+      await until("sending allowed in " + key, () => $("chat-title").textContent === key && !$("send-fields").disabled);
+      $("text").value = text;
+      $("send").requestSubmit();
+    };
+    await newChat("bob-chat", "let me in");
+    note("post in bob-chat: " + await until("the refusal to post", () => $("send-error").textContent));
+    note("text kept: " + $("text").value);
+
+    await newChat("alice-new", "my own new chat");
+    await opened("alice-new", "assistant");
+    note("alice-new: " + messages().map((li) => li.querySelector(".body").textContent).join(" | "));
+    note("listed after: " + [...document.querySelectorAll("#chats li")].map((li) => li.dataset.chat).sort().join(","));
+
+    $("logout").click();
+    note("after logout: token=" + JSON.stringify(localStorage.getItem("nekro.token")) + " field=" + JSON.stringify($("token").value) + " chats=" + document.querySelectorAll("#chats li").length + " messages=" + messages().length);
+    note("done");
+`)
+	mustContain(t, "the refusal", logLine(t, log, "refused"), "Cannot open chat bob-chat: ")
+	if got := logLine(t, log, "send disabled"); got != "true" {
+		t.Errorf("sending stays enabled in a refused chat")
+	}
+	// The API refused it too.
+	if st := e.callToken(alice, "GET", "/api/chats/bob-chat/messages", nil, nil); st != http.StatusNotFound && st != http.StatusForbidden {
+		t.Errorf("alice reads bob-chat: %d", st)
+	}
+	if got := logLine(t, log, "listed"); got != "alice-chat" {
+		t.Errorf("alice's chat list: %s", got)
+	}
+	if got := logLine(t, log, "plugins tab shown"); got != "false, playground shown: false" {
+		t.Errorf("a user sees the operator's pages: plugins tab shown: %s", got)
+	}
+	if got := logLine(t, log, "user field"); got != "alice readonly=true" {
+		t.Errorf("the user field: %s", got)
+	}
+	if got := logLine(t, log, "alice-chat"); got != "mine: alice-chat | hello in alice-chat" {
+		t.Errorf("alice-chat in the page: %s", got)
+	}
+	if got := logLine(t, log, "post in bob-chat"); !strings.HasPrefix(got, "Not sent: ") {
+		t.Errorf("posting in bob's chat: %s", got)
+	}
+	if got := logLine(t, log, "text kept"); got != "let me in" {
+		t.Errorf("the refused message is not back in the box: %q", got)
+	}
+	for _, m := range e.history("bob-chat") {
+		if strings.Contains(m.Text, "let me in") {
+			t.Errorf("alice's message reached bob-chat: %+v", m)
+		}
+	}
+	if got := logLine(t, log, "alice-new"); got != "my own new chat | hello in alice-new" {
+		t.Errorf("alice's new chat: %s", got)
+	}
+	if h := e.history("alice-new"); len(h) == 0 || h[0].SenderID != "alice" {
+		t.Errorf("alice-new's first message: %+v", h)
+	}
+	if got := logLine(t, log, "listed after"); got != "alice-chat,alice-new" {
+		t.Errorf("alice's chat list after her new chat: %s", got)
+	}
+	if got := logLine(t, log, "after logout"); got != `token=null field="" chats=0 messages=0` {
+		t.Errorf("after logging out: %s", got)
+	}
+}

@@ -28,6 +28,7 @@ const state = {
   turnsBefore: null, // next_before of the turns and runs lists
   runsBefore: null,
   loadingOlder: false,
+  unopened: false, // a user's new chat, readable once their first message is in
   chatsBefore: 0, // the chat list's next page starts below this message id
   pending: [], // files to send with the next message
 };
@@ -212,6 +213,7 @@ async function loadChats({ fresh = false, more = false } = {}) {
 // its turns and runs, and its event stream.
 
 function clearChat() {
+  state.unopened = false;
   $("messages").replaceChildren();
   state.shown.clear();
   state.turns.clear();
@@ -225,7 +227,11 @@ function clearChat() {
   $("send-error").textContent = "";
 }
 
-async function openChat(key) {
+// openChat shows chat key. A user's token reads only the user's chats
+// (the API answers 404 for any other, existing or not); fresh, from New
+// chat, lets a user send the first message of a chat that may not exist
+// yet, which makes it theirs (the API refuses a chat with other members).
+async function openChat(key, { fresh = false } = {}) {
   key = key.trim();
   if (!key) return;
   const gen = ++state.gen;
@@ -241,12 +247,20 @@ async function openChat(key) {
     [history] = await Promise.all([api(chatPath("/messages?limit=" + historyPage)), loadTurns(gen)]);
   } catch (e) {
     if (gen !== state.gen) return;
+    if (fresh && e.status === 404 && !isAdmin()) {
+      state.unopened = true;
+      $("send-fields").disabled = false;
+      say("New chat " + key + ": your first message starts it.");
+      $("text").focus();
+      return;
+    }
     $("chat-error").textContent = "Cannot open chat " + key + ": " + e.message;
     $("chat-error").hidden = false;
     say("Cannot open chat " + key + ": " + e.message, true);
     return;
   }
   if (gen !== state.gen) return;
+  if (!chatItem(key).isConnected) showChat(key, { top: true }); // a new chat, listed once it opens
   state.olderBefore = history.next_before ?? null; // no paging: the whole history came
   history.messages.forEach((m) => showMessage(m));
   showHistoryTop();
@@ -614,10 +628,18 @@ async function send(ev) {
   showPending();
   try {
     const r = await api(chatPath("/messages"), { method: "POST", body });
-    if (r && r.message && gen === state.gen) showMessage(r.message);
+    if (gen === state.gen && state.unopened) {
+      openChat(state.chat); // the chat is now the user's: its history and events
+      loadChats().catch(() => { /* the next refresh */ });
+    } else if (r && r.message && gen === state.gen) showMessage(r.message);
     if (r && r.dropped) say("Kept, but not answered: " + r.dropped);
     else say("Sent; the assistant will answer.");
   } catch (e) {
+    if (e instanceof TypeError && files.length) {
+      // The server may close the connection on a body over its limit
+      // before the browser has sent it all.
+      e.message += " (the connection closed while sending: are the files over the server's upload limit?)";
+    }
     if (gen === state.gen && !$("text").value && !state.pending.length) {
       $("text").value = text;
       addFiles(files);
@@ -1054,8 +1076,7 @@ document.addEventListener("DOMContentLoaded", () => {
     ev.preventDefault();
     const key = $("new-chat-key").value.trim();
     if (!key || !state.me) return;
-    showChat(key, { top: true });
-    openChat(key);
+    openChat(key, { fresh: true });
     $("new-chat-key").value = "";
   });
   $("chats-more").addEventListener("click", () => loadChats({ more: true }).catch((e) => say(e.message, true)));
