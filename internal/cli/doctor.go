@@ -64,7 +64,7 @@ print("python ok")`})
 				fmt.Fprintf(out, "warn plugin %s disabled: %s\n", key, reason)
 			}
 			fmt.Fprintf(out, "ok   %d plugins enabled, %d sandbox methods\n", len(rt.Registry().Plugins()), len(rt.Registry().Methods()))
-			return nil
+			return doctorPlatforms(ctx, out) // platforms.go
 		},
 	}
 }

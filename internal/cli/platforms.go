@@ -1,0 +1,43 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/pflag"
+
+	"github.com/nekro-go/nekro/adapter"
+	"github.com/nekro-go/nekro/internal/adapterhost"
+)
+
+// doctorPlatforms prints the chat platforms the environment configures
+// (NEKRO_ONEBOT_* and the like: doctor takes serve's settings from the
+// environment, not from serve's flags) and what can be checked without
+// `nekro serve` running: a forward URL is dialed; whether an
+// implementation connects in reverse shows only in GET /api/status.
+func doctorPlatforms(ctx context.Context, out io.Writer) error {
+	fs := pflag.NewFlagSet("platforms", pflag.ContinueOnError)
+	adapters, err := adapterhost.Bind(fs).Open()
+	if err != nil {
+		return fmt.Errorf("chat platforms: %w", err)
+	}
+	if len(adapters) == 0 {
+		fmt.Fprintln(out, "ok   chat platforms: none configured (e.g. NEKRO_ONEBOT_TOKEN for OneBot v11)")
+		return nil
+	}
+	for _, a := range adapters {
+		info := a.Info()
+		fmt.Fprintf(out, "ok   chat platform %s: %s\n", info.Platform, info.Settings)
+		if c, ok := a.(adapter.Checker); ok {
+			for _, ch := range c.Check(ctx) {
+				state := "ok  "
+				if !ch.OK {
+					state = "warn"
+				}
+				fmt.Fprintf(out, "%s %s: %s\n", state, info.Platform, ch.Detail)
+			}
+		}
+	}
+	return nil
+}
