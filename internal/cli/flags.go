@@ -25,8 +25,8 @@ var (
 	storeFlagNames = []string{"data", "database", "log-level"}
 	// kvLimitFlagNames: the KV store's limits.
 	kvLimitFlagNames = []string{"kv-max-value", "kv-quota"}
-	// pluginFlagNames: which plugins load, Python plugins, plugins' data.
-	pluginFlagNames = []string{"plugins", "plugin-dir", "python-index", "plugin-data-quota"}
+	// pluginFlagNames: which plugins load, Python plugins, MCP servers, plugins' data.
+	pluginFlagNames = []string{"plugins", "plugin-dir", "python-index", "mcp-config", "plugin-data-quota"}
 	// sandboxFlagNames: how code runs.
 	sandboxFlagNames = []string{"python", "sandbox", "docker-image", "call-timeout", "max-runs",
 		"sandbox-uids", "shared-quota", "shared-inodes"}
@@ -45,7 +45,7 @@ var commandFlags = map[string][]string{
 	"doctor": runtimeFlagNames,
 	"chats":  runtimeFlagNames, // chats open the runtime: reset runs plugins' hooks
 	// Listing plugins starts Python plugins' processes; nothing else.
-	"plugins":         {"data", "log-level", "plugins", "plugin-dir", "python-index"},
+	"plugins":         {"data", "log-level", "plugins", "plugin-dir", "python-index", "mcp-config"},
 	"plugins config":  {"plugin-data-quota"}, // the settings file lives on the plugin's data volume
 	"plugins enable":  {"database"},
 	"plugins disable": {"database"},
@@ -63,8 +63,8 @@ var flagEnv = map[string]string{
 	"data": "NEKRO_DATA_DIR", "database": db.EnvDatabaseURL, "log-level": "NEKRO_LOG_LEVEL",
 	"kv-max-value": "NEKRO_KV_MAX_VALUE", "kv-quota": "NEKRO_KV_QUOTA",
 	"plugins": "NEKRO_PLUGINS", "plugin-dir": "NEKRO_PLUGIN_DIR", "python-index": "NEKRO_PYTHON_INDEX",
-	"plugin-data-quota": "NEKRO_PLUGIN_DATA_QUOTA",
-	"python":            "NEKRO_PYTHON", "sandbox": "NEKRO_SANDBOX", "docker-image": "NEKRO_DOCKER_IMAGE",
+	"plugin-data-quota": "NEKRO_PLUGIN_DATA_QUOTA", "mcp-config": "NEKRO_MCP_CONFIG",
+	"python": "NEKRO_PYTHON", "sandbox": "NEKRO_SANDBOX", "docker-image": "NEKRO_DOCKER_IMAGE",
 	"call-timeout": "NEKRO_CALL_TIMEOUT", "max-runs": "NEKRO_MAX_RUNS", "sandbox-uids": "NEKRO_SANDBOX_UIDS",
 	"shared-quota": "NEKRO_SHARED_QUOTA", "shared-inodes": "NEKRO_SHARED_INODES",
 	// Flags of single commands, named here so a bad environment value is
@@ -89,6 +89,7 @@ func newGlobals() *globals {
 	g.plugins = envOr("NEKRO_PLUGINS", "all")
 	g.pluginDirs = envList("NEKRO_PLUGIN_DIR")
 	g.pythonIndex = os.Getenv("NEKRO_PYTHON_INDEX")
+	g.mcpConfig = os.Getenv("NEKRO_MCP_CONFIG")
 	g.pluginQuota = g.envSize("plugin-data-quota", runtime.DefaultPluginDataQuota)
 	g.python = envOr("NEKRO_PYTHON", "/usr/bin/python3")
 	g.sandbox = envOr("NEKRO_SANDBOX", "bwrap")
@@ -128,6 +129,9 @@ func (g *globals) define(fs *pflag.FlagSet, name string) {
 	case "python-index":
 		fs.StringVar(&g.pythonIndex, name, g.pythonIndex,
 			"where Python plugins' missing packages are installed from: a package index URL, or a directory of wheels"+env)
+	case "mcp-config":
+		fs.StringVar(&g.mcpConfig, name, g.mcpConfig,
+			`file of MCP servers, each a plugin mcp.NAME: {"mcpServers": {"NAME": {"command","args","env"} or {"url","headers"}}}`+env)
 	case "plugin-data-quota":
 		fs.Var(g.pluginQuota, name, "disk each plugin's data directory may take, e.g. 1GiB"+env)
 	case "python":

@@ -37,6 +37,7 @@ type globals struct {
 	plugins     string
 	pluginDirs  []string // --plugin-dir: Python plugins
 	pythonIndex string
+	mcpConfig   string // --mcp-config: MCP servers as plugins mcp.NAME
 	callTimeout time.Duration
 	maxRuns     int
 	kvValue     int64
@@ -144,7 +145,7 @@ func (g *globals) config() app.Config {
 		// command that runs code, nekro exec included.
 		LLM: chatModel, ModelGroups: llm.GroupsFromEnv(chatModel),
 		KV:         kv.Limits{MaxValueBytes: g.kvValue, QuotaBytes: g.kvQuotaBytes(), QuotaHint: kvQuotaHint},
-		PluginDirs: g.pluginDirs, Enable: g.enableList(), PythonIndex: g.pythonIndex,
+		PluginDirs: g.pluginDirs, Enable: g.enableList(), PythonIndex: g.pythonIndex, MCPConfig: g.mcpConfig,
 		Runtime: runtime.Config{Python: g.python, MaxConcurrentRuns: g.maxRuns, CallTimeout: g.callTimeout,
 			SandboxUIDs: g.uidRange, SharedQuota: int64(*g.sharedQuota), SharedInodes: g.sharedInodes,
 			PluginDataQuota: int64(*g.pluginQuota),
