@@ -20,6 +20,7 @@ import (
 	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
+	"github.com/nekro-go/nekro/internal/sandbox/bwrap"
 	"github.com/nekro-go/nekro/internal/server"
 	"github.com/nekro-go/nekro/plugin"
 )
@@ -28,6 +29,9 @@ import (
 type SpineOptions struct {
 	Runs  int // sandboxed `pass` runs and bare interpreter starts
 	Calls int // TOOL calls in each call benchmark
+	// Zygotes is nekro serve's --zygotes for the active-chat rows (0:
+	// fresh sandboxes and warm spares only).
+	Zygotes int
 }
 
 // benchPlugin has the one TOOL both call paths use.
@@ -162,7 +166,7 @@ func Spine(ctx context.Context, w io.Writer, dataDir, python string, opt SpineOp
 		ms(sc.P50), ms(sc.P99), stats.Ratio(sc.P50, sb.P50), ms(stats.Summarize(inProc).P50))
 	fmt.Fprintf(w, "sandboxed `pass`, warm chat         p50 %6.1f ms  p99 %6.1f ms  (%s)\n", ms(sw.P50), ms(sw.P99), stats.Ratio(sw.P50, sb.P50))
 	fmt.Fprintf(w, "goal: <= 1.5x bare at p50\n")
-	if err := activeChatRows(ctx, w, dataDir, python, p, opt.Runs, sb.P50); err != nil {
+	if err := activeChatRows(ctx, w, dataDir, python, p, opt.Runs, opt.Zygotes, sb.P50); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
@@ -272,17 +276,17 @@ const plotCode = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3]); plt.save
 // PNG through the runtime (configured as nekro serve configures it), and
 // `pass` through POST /api/chats/{chat}/exec of an in-process server, each
 // run 50 ms after the previous one ended.
-func activeChatRows(ctx context.Context, w io.Writer, dataDir, python string, p *plugin.Plugin, runs int, bare time.Duration) error {
+func activeChatRows(ctx context.Context, w io.Writer, dataDir, python string, p *plugin.Plugin, runs, zygotes int, bare time.Duration) error {
 	srv, err := server.Start(ctx, server.Options{Listen: "127.0.0.1:0", Token: "bench",
 		App: app.Config{DataDir: dataDir + "-serve", Runtime: runtime.Config{Python: python,
-			Plugins: []*plugin.Plugin{p}, WarmSpares: true}},
+			Plugins: []*plugin.Plugin{p}, WarmSpares: true, Zygotes: zygotes}},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return fmt.Errorf("start the server: %w", err)
 	}
 	defer srv.Shutdown(context.WithoutCancel(ctx))
 	activeApp, err := app.Open(ctx, app.Config{DataDir: dataDir + "-active", Runtime: runtime.Config{Python: python,
-		Plugins: []*plugin.Plugin{p}, WarmSpares: true}})
+		Plugins: []*plugin.Plugin{p}, WarmSpares: true, Zygotes: zygotes}})
 	if err != nil {
 		return err
 	}
@@ -328,6 +332,22 @@ func activeChatRows(ctx context.Context, w io.Writer, dataDir, python string, p 
 		return err
 	}
 	first = append(first, d)
+	// Until the chat's zygote is up (about a second of imports), runs
+	// come from fresh sandboxes: wait for it, as a chat in a conversation
+	// has by its third run.
+	for deadline := time.Now().Add(20 * time.Second); zygotes > 0 && time.Now().Before(deadline); {
+		res, err := rt.Exec(ctx, runtime.ExecRequest{ChatKey: "active", Code: "import sys; print('numpy' in sys.modules)"})
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(res.Output) == "True" {
+			break
+		}
+		if _, err := api(); err != nil {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	// Active chats: warm-up runs, then the measured ones, interleaved.
 	for i := 0; i < runs+5; i++ {
 		time.Sleep(50 * time.Millisecond)
@@ -355,12 +375,17 @@ func activeChatRows(ctx context.Context, w io.Writer, dataDir, python string, p 
 		}
 	}
 	sf, sp, sg, sn, sa := stats.Summarize(first), stats.Summarize(pass), stats.Summarize(plot), stats.Summarize(numpy), stats.Summarize(viaAPI)
-	fmt.Fprintf(w, "== an active chat (nekro serve's warm sandboxes), %d runs each, 50 ms apart\n", runs)
+	fmt.Fprintf(w, "== an active chat as nekro serve runs it (warm spares, --zygotes %d), %d runs each, 50 ms apart\n", zygotes, runs)
 	fmt.Fprintf(w, "a chat's first run, `pass`           %6.1f ms          (%s bare; goal <= 1.5x)\n", ms(sf.P50), stats.Ratio(sf.P50, bare))
 	fmt.Fprintf(w, "`pass`, request to result           p50 %6.1f ms  p99 %6.1f ms  (in the sandbox process %.1f ms; goal p50 <= 2 ms)\n",
 		ms(sp.P50), ms(sp.P99), ms(stats.Summarize(passIn).P50))
 	fmt.Fprintf(w, "`import numpy`                      p50 %6.1f ms  p99 %6.1f ms  (goal: no more than `pass`)\n", ms(sn.P50), ms(sn.P99))
 	fmt.Fprintf(w, "matplotlib PNG (plt.plot; savefig)  p50 %6.1f ms  p99 %6.1f ms  (goal p50 <= 100 ms)\n", ms(sg.P50), ms(sg.P99))
 	fmt.Fprintf(w, "`pass` through POST /api/chats/{chat}/exec  p50 %6.1f ms  p99 %6.1f ms  (goal p50 <= 5 ms)\n", ms(sa.P50), ms(sa.P99))
+	if b, ok := rt.Runner().(*bwrap.Runner); ok {
+		for _, z := range b.ZygoteStats() {
+			fmt.Fprintf(w, "the chat's zygote (bwrap, zygote, armed spare) holds %.1f MiB PSS\n", float64(z.PSS)/(1<<20))
+		}
+	}
 	return nil
 }

@@ -34,6 +34,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	}
 	spine.Flags().IntVar(&opt.Runs, "runs", 30, "start-up runs of each kind")
 	spine.Flags().IntVar(&opt.Calls, "calls", 10000, "TOOL calls of each kind")
+	spine.Flags().IntVar(&opt.Zygotes, "zygotes", 8, "nekro serve's --zygotes for the active-chat rows (0 measures without zygotes)")
 	cmd.AddCommand(spine)
 	for _, sub := range benchCommands {
 		cmd.AddCommand(sub(g))

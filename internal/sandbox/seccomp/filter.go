@@ -41,8 +41,34 @@ type insn struct {
 
 // Filter returns the compiled program in the form bubblewrap's
 // --seccomp FD reads: the array of struct sock_filter, native byte order.
-func Filter() ([]byte, error) {
-	prog := program()
+func Filter() ([]byte, error) { return compile(program(groups())) }
+
+// ZygoteFilter is the filter a warm per-chat zygote runs under: Filter's,
+// except that unshare (without CLONE_NEWUSER, CLONE_NEWCGROUP,
+// CLONE_NEWUTS or CLONE_NEWTIME) and mount are allowed, which the zygote's
+// spares need to give each run fresh mount, IPC, PID and network
+// namespaces with its own /tmp, /dev/shm and /proc. Each spare loads
+// Filter on top of it (filters stack; the strictest answer wins) before
+// the run's code is read, so the code itself runs under Filter.
+func ZygoteFilter() ([]byte, error) {
+	var gs []group
+	for _, g := range groups() {
+		var rules []rule
+		for _, r := range g.rules {
+			switch r.name {
+			case "mount":
+				continue
+			case "unshare":
+				r.cond = &cond{arg: 0, anyBits: unix.CLONE_NEWUSER | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWTIME}
+			}
+			rules = append(rules, r)
+		}
+		gs = append(gs, group{what: g.what, rules: rules})
+	}
+	return compile(program(gs))
+}
+
+func compile(prog []insn) ([]byte, error) {
 	at := map[string]int{}
 	for i, in := range prog {
 		if in.label != "" {
@@ -89,7 +115,7 @@ func errLabel(e unix.Errno) string { return fmt.Sprintf("errno-%d", int(e)) }
 // program lays the rules out: the architecture check, one comparison per
 // unconditionally denied call, a block per call whose arguments decide,
 // then the return instructions they jump to.
-func program() []insn {
+func program(gs []group) []insn {
 	p := []insn{
 		{code: ldAbs, k: offArch},
 		{code: jeq, jt: "arch-ok", k: auditArch},
@@ -102,7 +128,7 @@ func program() []insn {
 	}
 	errnos := map[unix.Errno]bool{unix.ENOSYS: true}
 	conditional := map[int][]rule{}
-	for _, g := range groups() {
+	for _, g := range gs {
 		for _, r := range g.rules {
 			errnos[r.errno] = true
 			if r.cond != nil {

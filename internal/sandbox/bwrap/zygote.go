@@ -1,0 +1,887 @@
+package bwrap
+
+// Warm per-chat zygotes (Runner.Zygotes).
+//
+// A chat that runs code again gets a zygote: a bwrap sandbox exactly like a
+// run's (the chat's uid, its /app/shared and /app/uploads, no network, the
+// run's stubs in /app/.nekro) running zygote.py, which has imported the
+// stubs and the heavy libraries (Runner.Preload) once and keeps one spare
+// forked ahead of need. A spare already sits in fresh mount, IPC, PID and
+// network namespaces with its own /tmp, /dev/shm and /proc, without any
+// capability and under the full seccomp filter; the host sends it the code,
+// the output pipe and the run's RPC connection directly (SCM_RIGHTS), so a
+// run starts in about a millisecond instead of ~30 ms for a new sandbox plus
+// the imports.
+//
+// Privilege and the filter. A run's own sandbox gets no capabilities and
+// seccomp.Filter from bwrap. The zygote needs to create namespaces and
+// mount, so bwrap starts it with CAP_SYS_ADMIN, CAP_SETPCAP and
+// CAP_NET_ADMIN (inside bwrap's user namespace only: they reach nothing of
+// the host's), --disable-userns, and seccomp.ZygoteFilter, which is the full
+// filter with unshare (never of a user namespace) and mount allowed. Each
+// spare, once its namespaces and mounts are made, drops every capability
+// (bounding, ambient, permitted, effective) and loads seccomp.Filter on
+// top (filters stack), before it reads any code: the run holds no
+// capability and has exactly a fresh run's filter.
+//
+// What a run cannot reach: the zygote is not in its PID namespace (the run
+// is pid 1 of its own, with its own /proc: no other process is visible, so
+// none can be signalled or traced, and /proc/1/root is the run itself); it
+// is non-dumpable; its control socket is closed in every spare; each run's
+// network namespace is empty (no socket of an earlier run or another chat is
+// reachable); a run's leftovers (processes, files in /tmp and /dev/shm, its
+// memory) die with its namespaces. A zygote holds only its own chat's
+// directories and stubs, never another chat's or a host secret.
+//
+// The exit status comes from the spare's waiter (outside the run's PID
+// namespace) on a pipe only it holds, not from the run, which could forge
+// it. Timeouts and Kill signal the run's pid 1 through a pidfd, which ends
+// its whole namespace. Per-run cgroups work as for fresh runs: the host
+// moves the spare's run process into the run's group while it waits.
+//
+// Zygotes are bounded: at most Runner.Zygotes, their PSS together at most
+// Runner.ZygoteMemory (least recently used stopped first), each stopped
+// after Runner.ZygoteIdle unused. A zygote serves only specs identical to
+// the one it started with (same chat, uid, limits and stub files): when the
+// stubs change (a plugin enabled or disabled) the next run starts a new
+// one. Whenever no spare is ready, the zygote failed or a spare dies before
+// its code is handed over, the run starts a fresh sandbox as before: a
+// zygote never fails a run.
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nekro-go/nekro/internal/sandbox"
+	"github.com/nekro-go/nekro/internal/sandbox/cgroup"
+	"github.com/nekro-go/nekro/internal/sandbox/seccomp"
+)
+
+//go:embed zygote.py
+var zygotePy []byte
+
+// DefaultPreload is what a zygote imports for its runs when the runner
+// names nothing: numpy and matplotlib's pyplot (about 0.5 s of imports a
+// run would otherwise pay, and most of a chart's time).
+var DefaultPreload = []string{"numpy", "matplotlib.pyplot"}
+
+const (
+	defaultZygoteMemory = 1 << 30
+	defaultZygoteIdle   = 5 * time.Minute
+	// zygoteEstimate is what a new zygote is assumed to take before it
+	// is measured (numpy and pyplot loaded: ~60 MB).
+	zygoteEstimate = 64 << 20
+)
+
+// zygote is one chat's warm interpreter.
+type zygote struct {
+	r    *Runner
+	key  string // what specs it serves (zygoteKey)
+	chat string // the spec's shared directory
+	cmd  *exec.Cmd
+	ctl  *net.UnixConn
+
+	mu      sync.Mutex
+	ready   bool
+	dead    bool
+	spare   *zspare
+	used    time.Time
+	idle    *time.Timer
+	stopped chan struct{}
+}
+
+// zspare is a forked spare the host has been told about.
+type zspare struct {
+	nsPid  int      // the waiter's pid in the zygote's namespace
+	sock   *os.File // stream socket to the run process
+	status *os.File // read end of the waiter's status pipe
+}
+
+func (s *zspare) close() {
+	s.sock.Close()
+	s.status.Close()
+}
+
+// zygoteKey identifies what a zygote serves: everything of the spec but
+// the RPC connection and the time limit.
+func zygoteKey(spec sandbox.Spec) string {
+	l := spec.Limits.WithDefaults()
+	l.Timeout = 0
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%d:%d\x00%+v\x00", spec.SharedDir, spec.UploadsDir, spec.UID, spec.GID, l)
+	names := fileNames(spec)
+	for _, n := range names {
+		fmt.Fprintf(h, "%s\x00%d\x00", n, len(spec.Files[n]))
+		h.Write(spec.Files[n])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// fromZygote returns a process on the chat's zygote's ready spare, or nil
+// (the caller starts a fresh sandbox). It starts the chat's zygote on its
+// second start within ZygoteIdle (a chat that runs code once gets none).
+func (r *Runner) fromZygote(spec sandbox.Spec) sandbox.Process {
+	if r.Zygotes <= 0 || spec.Conn == nil || spec.RunDir != "" {
+		return nil
+	}
+	key := zygoteKey(spec)
+	r.zmu.Lock()
+	if r.zclosed {
+		r.zmu.Unlock()
+		return nil
+	}
+	if r.zygotes == nil {
+		r.zygotes, r.zseen = map[string]*zygote{}, map[string]time.Time{}
+	}
+	z := r.zygotes[spec.SharedDir]
+	if z != nil && (z.key != key || z.isDead()) {
+		delete(r.zygotes, spec.SharedDir)
+		go z.stop()
+		z = nil
+	}
+	if z == nil {
+		now := time.Now()
+		seen, ok := r.zseen[spec.SharedDir]
+		r.zseen[spec.SharedDir] = now
+		for k, t := range r.zseen {
+			if now.Sub(t) > r.zygoteIdle() {
+				delete(r.zseen, k)
+			}
+		}
+		if ok && now.Sub(seen) <= r.zygoteIdle() {
+			r.startZygoteLocked(spec, key)
+		}
+		r.zmu.Unlock()
+		return nil
+	}
+	r.zmu.Unlock()
+	sp := z.take()
+	if sp == nil {
+		return nil
+	}
+	conn, err := dupFile(spec.Conn)
+	if err != nil {
+		sp.close()
+		return nil
+	}
+	spec.Conn = conn
+	return &zproc{r: r, z: z, sp: sp, spec: spec, l: spec.Limits.WithDefaults()}
+}
+
+func (r *Runner) zygoteIdle() time.Duration {
+	if r.ZygoteIdle > 0 {
+		return r.ZygoteIdle
+	}
+	return defaultZygoteIdle
+}
+
+// startZygoteLocked makes room (count and memory, least recently used
+// first) and starts a zygote for spec in the background.
+func (r *Runner) startZygoteLocked(spec sandbox.Spec, key string) {
+	ceiling := r.ZygoteMemory
+	if ceiling <= 0 {
+		ceiling = defaultZygoteMemory
+	}
+	for len(r.zygotes) > 0 {
+		var total int64
+		for _, z := range r.zygotes {
+			total += z.pss()
+		}
+		if len(r.zygotes) < r.Zygotes && total+zygoteEstimate <= ceiling {
+			break
+		}
+		var lru *zygote
+		for _, z := range r.zygotes {
+			if lru == nil || z.lastUsed().Before(lru.lastUsed()) {
+				lru = z
+			}
+		}
+		delete(r.zygotes, lru.chat)
+		go lru.stop()
+	}
+	files := make(map[string][]byte, len(spec.Files)+1)
+	for n, b := range spec.Files {
+		files[n] = b
+	}
+	files["zygote.py"] = zygotePy
+	spec.Files, spec.Conn = files, nil
+	z := &zygote{r: r, key: key, chat: spec.SharedDir, used: time.Now(), stopped: make(chan struct{})}
+	r.zygotes[spec.SharedDir] = z
+	go z.run(spec)
+}
+
+// stopZygotes stops every zygote; later starts make none.
+func (r *Runner) stopZygotes() {
+	r.zmu.Lock()
+	r.zclosed = true
+	zs := r.zygotes
+	r.zygotes = nil
+	r.zmu.Unlock()
+	for _, z := range zs {
+		z.stop()
+	}
+}
+
+// ZygoteStat is one running zygote, for `nekro doctor` and the bench.
+type ZygoteStat struct {
+	Chat string // its chat's shared directory
+	PSS  int64  // proportional set size of its whole process tree
+}
+
+// ZygoteStats lists the running zygotes with their memory.
+func (r *Runner) ZygoteStats() []ZygoteStat {
+	r.zmu.Lock()
+	zs := make([]*zygote, 0, len(r.zygotes))
+	for _, z := range r.zygotes {
+		zs = append(zs, z)
+	}
+	r.zmu.Unlock()
+	var out []ZygoteStat
+	for _, z := range zs {
+		if z.isReady() {
+			out = append(out, ZygoteStat{Chat: z.chat, PSS: z.pss()})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Chat < out[j].Chat })
+	return out
+}
+
+func (z *zygote) isDead() bool {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.dead
+}
+
+func (z *zygote) isReady() bool {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.ready && !z.dead
+}
+
+func (z *zygote) lastUsed() time.Time {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.used
+}
+
+// take hands out the ready spare, if any, and has the zygote fork the next.
+func (z *zygote) take() *zspare {
+	z.mu.Lock()
+	sp := z.spare
+	z.spare = nil
+	z.used = time.Now()
+	if z.idle != nil {
+		z.idle.Reset(z.r.zygoteIdle())
+	}
+	dead := z.dead
+	z.mu.Unlock()
+	if sp == nil || dead {
+		if sp != nil {
+			sp.close()
+		}
+		return nil
+	}
+	if _, err := z.ctl.Write([]byte("t")); err != nil {
+		sp.close()
+		z.stop()
+		return nil
+	}
+	return sp
+}
+
+// pss is the proportional set size of the zygote's process tree (bwrap,
+// the zygote and its waiting spares), 0 until it runs.
+func (z *zygote) pss() int64 {
+	if !z.isReady() || z.cmd == nil || z.cmd.Process == nil {
+		return zygoteEstimate
+	}
+	root := z.cmd.Process.Pid
+	var total int64
+	for _, p := range append([]int{root}, descendants(root)...) {
+		total += smapsPss(p)
+	}
+	return total
+}
+
+func smapsPss(pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "Pss:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// stop ends the zygote and every spare it forked (they live in its PID
+// namespace).
+func (z *zygote) stop() {
+	z.mu.Lock()
+	z.dead = true
+	sp := z.spare
+	z.spare = nil
+	if z.idle != nil {
+		z.idle.Stop()
+	}
+	z.mu.Unlock()
+	if sp != nil {
+		sp.close()
+	}
+	if z.cmd != nil && z.cmd.Process != nil {
+		syscall.Kill(-z.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	if z.ctl != nil {
+		z.ctl.Close()
+	}
+}
+
+// run starts the zygote's sandbox and serves its messages until it ends.
+func (z *zygote) run(spec sandbox.Spec) {
+	defer close(z.stopped)
+	err := z.serve(spec)
+	z.stop()
+	z.r.zmu.Lock()
+	if z.r.zygotes[z.chat] == z {
+		delete(z.r.zygotes, z.chat)
+	}
+	z.r.zmu.Unlock()
+	if err != nil && z.r.ZygoteErr != nil {
+		z.r.ZygoteErr(err)
+	}
+}
+
+func (z *zygote) serve(spec sandbox.Spec) error {
+	bw, err := z.r.bwrapPath()
+	if err != nil {
+		return err
+	}
+	l := spec.Limits.WithDefaults()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("zygote control socket: %w", err)
+	}
+	hostEnd, childEnd := os.NewFile(uintptr(fds[0]), "zygote-ctl"), os.NewFile(uintptr(fds[1]), "zygote-ctl")
+	defer childEnd.Close()
+	c, err := net.FileConn(hostEnd)
+	hostEnd.Close()
+	if err != nil {
+		return fmt.Errorf("zygote control socket: %w", err)
+	}
+	z.ctl = c.(*net.UnixConn)
+	var closeAfter []*os.File
+	defer func() {
+		for _, f := range closeAfter {
+			f.Close()
+		}
+	}()
+	// Descriptors: 3 control socket, 4 the runs' filter (zygote.py reads
+	// it), 5 the zygote's own filter (bwrap reads it), 6... the files.
+	strict, err := memFile("nekro-seccomp-run", z.r.Seccomp)
+	if err != nil {
+		return err
+	}
+	closeAfter = append(closeAfter, strict)
+	extra := []*os.File{childEnd, strict, nil}
+	a := systemArgs(l)
+	a = append(a, "--setenv", "OPENBLAS_NUM_THREADS", "1",
+		"--dir", "/app", "--bind", spec.SharedDir, "/app/shared", "--ro-bind", spec.UploadsDir, "/app/uploads")
+	if len(z.r.Seccomp) > 0 {
+		zf, err := seccomp.ZygoteFilter()
+		if err != nil {
+			return err
+		}
+		f, err := memFile("nekro-seccomp-zygote", zf)
+		if err != nil {
+			return err
+		}
+		closeAfter = append(closeAfter, f)
+		extra[2] = f
+		a = append(a, "--seccomp", "5")
+	}
+	for i, name := range fileNames(spec) {
+		f, err := memFile("nekro-"+name, spec.Files[name])
+		if err != nil {
+			return err
+		}
+		closeAfter = append(closeAfter, f)
+		extra = append(extra, f)
+		a = append(a, "--ro-bind-data", strconv.Itoa(6+i), "/app/.nekro/"+name)
+	}
+	a = append(a, "--chdir", "/app", "--cap-drop", "ALL",
+		"--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP", "--cap-add", "CAP_NET_ADMIN", "--remount-ro", "/")
+	if l.Network {
+		a = shareNet(a)
+	}
+	preload := z.r.Preload
+	if preload == nil {
+		preload = DefaultPreload
+	}
+	cfg, _ := json.Marshal(map[string]any{
+		"memory": l.MemoryBytes, "file": l.FileBytes, "processes": l.Processes, "tmp": l.TmpBytes,
+		"network": l.Network, "preload": preload, "zygote_env": []string{"OPENBLAS_NUM_THREADS"},
+	})
+	a = append(a, z.r.Python, "-I", "-B", "-u", "/app/.nekro/zygote.py", string(cfg))
+	cmd := exec.Command(bw, a...)
+	cmd.ExtraFiles = extra
+	cmd.SysProcAttr = z.r.sysProcAttr(spec.UID, spec.GID)
+	cmd.Env = bwrapEnv
+	cmd.Dir = "/"
+	var stderr limitedBuffer
+	cmd.Stderr = &stderr
+	z.mu.Lock()
+	if z.dead {
+		z.mu.Unlock()
+		return nil
+	}
+	z.cmd = cmd
+	err = cmd.Start()
+	z.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("start zygote: %w", err)
+	}
+	for _, f := range closeAfter {
+		f.Close()
+	}
+	closeAfter = nil
+	childEnd.Close()
+	defer cmd.Wait()
+	buf := make([]byte, 4096)
+	oob := make([]byte, unix.CmsgSpace(2*4))
+	for {
+		n, oobn, _, _, err := z.ctl.ReadMsgUnix(buf, oob)
+		if err != nil || n == 0 {
+			if z.isDead() {
+				return nil
+			}
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			cmd.Wait()
+			return fmt.Errorf("zygote ended: %s", strings.TrimSpace(stderr.String()))
+		}
+		var files []*os.File
+		if oobn > 0 {
+			msgs, _ := unix.ParseSocketControlMessage(oob[:oobn])
+			for _, m := range msgs {
+				fds, _ := unix.ParseUnixRights(&m)
+				for _, fd := range fds {
+					unix.CloseOnExec(fd)
+					files = append(files, os.NewFile(uintptr(fd), "zygote-spare"))
+				}
+			}
+		}
+		var msg struct {
+			Ready bool `json:"ready"`
+			Spare int  `json:"spare"`
+		}
+		if json.Unmarshal(buf[:n], &msg) != nil || (msg.Spare > 0 && len(files) != 2) {
+			for _, f := range files {
+				f.Close()
+			}
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			return fmt.Errorf("zygote: unexpected message %q", buf[:n])
+		}
+		z.mu.Lock()
+		if msg.Ready {
+			z.ready = true
+			z.idle = time.AfterFunc(z.r.zygoteIdle(), func() {
+				z.r.zmu.Lock()
+				if z.r.zygotes[z.chat] == z {
+					delete(z.r.zygotes, z.chat)
+				}
+				z.r.zmu.Unlock()
+				z.stop()
+			})
+		}
+		var old *zspare
+		if msg.Spare > 0 {
+			old, z.spare = z.spare, &zspare{nsPid: msg.Spare, sock: files[0], status: files[1]}
+		}
+		dead := z.dead
+		z.mu.Unlock()
+		if old != nil {
+			old.close()
+		}
+		if dead {
+			return nil
+		}
+	}
+}
+
+// limitedBuffer keeps the first 4 KiB written to it (a zygote's stderr).
+type limitedBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if room := 4096 - len(l.b); room > 0 {
+		l.b = append(l.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (l *limitedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.b)
+}
+
+func dupFile(f *os.File) (*os.File, error) {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("dup: %w", err)
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}
+
+// descendants lists pid's descendants through /proc/<pid>/task/*/children.
+func descendants(pid int) []int {
+	var out []int
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+				out = append(out, descendants(c)...)
+			}
+		}
+	}
+	return out
+}
+
+// nsPids returns the NSpid line of pid: its pid in each namespace, the
+// host's first.
+func nsPids(pid int) []int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			var out []int
+			for _, f := range strings.Fields(v) {
+				n, _ := strconv.Atoi(f)
+				out = append(out, n)
+			}
+			return out
+		}
+	}
+	return nil
+}
+
+// zproc is a run on a zygote's spare. Until its code is handed over, any
+// failure falls back to a fresh sandbox (fresh), which then serves the run.
+type zproc struct {
+	r    *Runner
+	z    *zygote
+	sp   *zspare
+	spec sandbox.Spec // its Conn is this process's own copy
+	l    sandbox.Limits
+
+	prepareOnce sync.Once
+	prepareErr  error
+	run         *os.File // pidfd of the run's pid 1 (C2)
+	waiter      *os.File // pidfd of the spare's waiter (C1)
+	group       *cgroup.Group
+
+	fresh    sandbox.Process
+	released time.Time
+	out      *sandbox.CappedBuffer
+	outR     *os.File
+	copied   chan struct{}
+	status   chan int
+	killOnce sync.Once
+}
+
+// Prepare waits until the spare's run process waits for its code, then
+// moves it into the run's cgroup. A spare that cannot get there (its
+// zygote died) is replaced by a fresh sandbox.
+func (p *zproc) Prepare(ctx context.Context) error {
+	p.prepareOnce.Do(func() {
+		if err := p.prepare(ctx); err != nil {
+			p.prepareErr = p.fallBack(ctx, err)
+		}
+	})
+	return p.prepareErr
+}
+
+// fallBack ends the spare and starts a fresh sandbox for the run instead.
+func (p *zproc) fallBack(ctx context.Context, why error) error {
+	p.killSpare()
+	fresh, err := p.r.startFresh(ctx, p.spec)
+	p.spec.Conn.Close()
+	if err != nil {
+		return fmt.Errorf("start sandbox: %w (zygote spare: %v)", err, why)
+	}
+	p.fresh = fresh
+	if pr, ok := fresh.(sandbox.Preparer); ok {
+		return pr.Prepare(ctx)
+	}
+	return nil
+}
+
+func (p *zproc) prepare(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { p.sp.sock.SetReadDeadline(time.Now()) })
+	b := make([]byte, 1)
+	_, err := p.sp.sock.Read(b)
+	stop()
+	if err != nil || b[0] != 'r' {
+		return fmt.Errorf("zygote spare never became ready: %v", err)
+	}
+	p.sp.sock.SetReadDeadline(time.Time{})
+	// The spare's waiter is a child of the zygote: find its host pid by its
+	// pid in the zygote's namespace, and the run's as its only child.
+	root := p.z.cmd.Process.Pid
+	c1 := 0
+	for _, pid := range descendants(root) {
+		if ns := nsPids(pid); len(ns) == 2 && ns[1] == p.sp.nsPid {
+			c1 = pid
+			break
+		}
+	}
+	if c1 == 0 {
+		return errors.New("zygote spare not found")
+	}
+	kids := descendants(c1)
+	if len(kids) != 1 {
+		return fmt.Errorf("zygote spare has %d processes, want 1", len(kids))
+	}
+	c2 := kids[0]
+	if fd, err := unix.PidfdOpen(c1, 0); err == nil {
+		p.waiter = os.NewFile(uintptr(fd), "pidfd")
+	}
+	fd, err := unix.PidfdOpen(c2, 0)
+	if err != nil {
+		return fmt.Errorf("zygote spare: %w", err)
+	}
+	p.run = os.NewFile(uintptr(fd), "pidfd")
+	if p.r.Cgroups != nil {
+		var rb [8]byte
+		rand.Read(rb[:])
+		name := fmt.Sprintf("run-%d-%s", os.Getpid(), hex.EncodeToString(rb[:]))
+		if p.group, err = p.r.Cgroups.New(name, p.l.MemoryBytes, p.l.Processes); err != nil {
+			return err
+		}
+		if err := p.group.AddTree(c2); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Release hands the spare the code, the output pipe and the RPC
+// connection; if the spare cannot take them, a fresh sandbox runs the code.
+func (p *zproc) Release(ctx context.Context, code []byte) error {
+	if err := p.Prepare(ctx); err != nil {
+		return fmt.Errorf("release sandbox: %w", err)
+	}
+	if p.fresh != nil {
+		return p.fresh.Release(ctx, code)
+	}
+	if err := p.handOver(code); err != nil {
+		if err := p.fallBack(ctx, err); err != nil {
+			return fmt.Errorf("release sandbox: %w", err)
+		}
+		return p.fresh.Release(ctx, code)
+	}
+	return nil
+}
+
+func (p *zproc) handOver(code []byte) error {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("sandbox output pipe: %w", err)
+	}
+	defer outW.Close()
+	p.released = time.Now()
+	first := code[:min(len(code), 32<<10)]
+	if len(first) == 0 {
+		first = []byte("\n")
+	}
+	rights := unix.UnixRights(int(outW.Fd()), int(p.spec.Conn.Fd()))
+	if err := unix.Sendmsg(int(p.sp.sock.Fd()), first, rights, nil, 0); err != nil {
+		outR.Close()
+		return fmt.Errorf("hand the code to the zygote spare: %w", err)
+	}
+	// From here on the spare has the code's first bytes and the run's
+	// connection: it is the run, whatever happens.
+	p.spec.Conn.Close()
+	p.out = sandbox.NewCappedBuffer(p.l.OutputBytes)
+	p.outR = outR
+	p.copied = make(chan struct{})
+	p.status = make(chan int, 1)
+	go func() {
+		io.Copy(p.out, outR)
+		close(p.copied)
+	}()
+	go func() {
+		r := bufio.NewReader(p.sp.status)
+		line, err := r.ReadString('\n')
+		code, perr := strconv.Atoi(strings.TrimSpace(line))
+		if err != nil || perr != nil {
+			code = -1 // the waiter died: killed with the zygote
+		}
+		p.status <- code
+	}()
+	if rest := code[len(first):]; len(rest) > 0 {
+		if _, err := p.sp.sock.Write(rest); err != nil {
+			p.Kill()
+			return nil // Wait reports the killed run
+		}
+	}
+	unix.Shutdown(int(p.sp.sock.Fd()), unix.SHUT_WR)
+	return nil
+}
+
+// killSpare ends the spare before its run started.
+func (p *zproc) killSpare() {
+	p.sp.close()
+	p.signal()
+	p.removeGroup()
+}
+
+func (p *zproc) signal() {
+	if p.run != nil {
+		unix.PidfdSendSignal(int(p.run.Fd()), unix.SIGKILL, nil, 0)
+	}
+	if p.waiter != nil {
+		unix.PidfdSendSignal(int(p.waiter.Fd()), unix.SIGKILL, nil, 0)
+	}
+}
+
+func (p *zproc) Kill() {
+	if p.fresh != nil {
+		p.fresh.Kill()
+		return
+	}
+	p.killOnce.Do(func() {
+		// The run is pid 1 of its namespace: every process of it dies.
+		if p.run != nil {
+			unix.PidfdSendSignal(int(p.run.Fd()), unix.SIGKILL, nil, 0)
+		}
+		if p.status == nil { // never released
+			p.sp.close()
+			p.spec.Conn.Close()
+			if p.waiter != nil {
+				unix.PidfdSendSignal(int(p.waiter.Fd()), unix.SIGKILL, nil, 0)
+			}
+			p.closePidfds()
+			p.removeGroup()
+		}
+	})
+}
+
+func (p *zproc) closePidfds() {
+	if p.run != nil {
+		p.run.Close()
+	}
+	if p.waiter != nil {
+		p.waiter.Close()
+	}
+}
+
+func (p *zproc) removeGroup() {
+	if p.group == nil {
+		return
+	}
+	g := p.group
+	p.group = nil
+	p.r.removing.Go(func() {
+		deadline := time.Now().Add(30 * time.Second)
+		for wait := 10 * time.Millisecond; g.Remove() != nil; wait = min(2*wait, 500*time.Millisecond) {
+			if time.Now().After(deadline) {
+				return
+			}
+			g.KillAll()
+			time.Sleep(wait)
+		}
+	})
+}
+
+// Wait waits for the waiter's report of the run's exit, killing the run
+// when timeout passes or ctx ends, then for the end of its output.
+func (p *zproc) Wait(ctx context.Context, timeout time.Duration) (*sandbox.Outcome, error) {
+	if p.fresh != nil {
+		return p.fresh.Wait(ctx, timeout)
+	}
+	if p.status == nil {
+		return nil, errors.New("wait for sandbox: it was never released")
+	}
+	o := &sandbox.Outcome{}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var code int
+	select {
+	case code = <-p.status:
+	case <-timer.C:
+		o.TimedOut = true
+		p.Kill()
+		code = <-p.status
+	case <-ctx.Done():
+		o.Cancelled = true
+		p.Kill()
+		code = <-p.status
+	}
+	o.Duration = time.Since(p.released)
+	// The output pipe closes when the run's last process is gone; they all
+	// die with its pid 1.
+	select {
+	case <-p.copied:
+	case <-time.After(5 * time.Second):
+		p.Kill()
+		p.outR.Close()
+		<-p.copied
+	}
+	p.outR.Close()
+	p.sp.close()
+	p.closePidfds()
+	o.Output, o.Cut = p.out.String(), p.out.Cut()
+	o.ExitCode = code
+	if code < 0 || o.TimedOut || o.Cancelled {
+		o.ExitCode = -1
+	}
+	if o.TimedOut {
+		o.Output += fmt.Sprintf("\n[nekro: the run was killed after exceeding its %s time limit]\n", timeout)
+	}
+	if p.group != nil {
+		if p.group.OOMKilled() {
+			o.OutOfMemory = true
+			o.Output += fmt.Sprintf("\n[nekro: the run exceeded its %d MiB memory limit and was killed]\n", p.l.MemoryBytes>>20)
+		}
+		p.removeGroup()
+	}
+	return o, nil
+}
+
+var _ sandbox.Preparer = (*zproc)(nil)
