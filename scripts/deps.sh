@@ -27,8 +27,11 @@ if [ "${1:-}" = test ]; then
   # ... and requests (dynamic_import_pkg("requests>=2.25.0") in the downloads).
   /usr/bin/python3 -c 'import requests' >/dev/null 2>&1 || need+=(python3-requests)
   /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)   # dynamic_import_pkg's installs
+  # The MCP tests run the reference MCP servers and the conformance suite (npm).
+  command -v node >/dev/null 2>&1 || need+=(nodejs)
+  command -v npm >/dev/null 2>&1 || need+=(npm)
 fi
-[ ${#need[@]} -eq 0 ] && exit 0
+if [ ${#need[@]} -gt 0 ]; then
 
 echo "nekro: installing missing system packages: ${need[*]}" >&2
 sudo=""
@@ -39,3 +42,18 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# The npm packages of internal/mcp's tests, at the versions of its
+# package-lock.json, into .cache/npm (gitignored); again only when the lock
+# file changed.
+if [ "${1:-}" = test ]; then
+  repo="$(cd "$(dirname "$0")/.." && pwd)"
+  src="$repo/internal/mcp/testdata/npm" dst="$repo/.cache/npm"
+  if ! cmp -s "$src/package-lock.json" "$dst/package-lock.json" || [ ! -d "$dst/node_modules" ]; then
+    echo "nekro: installing the MCP tests' npm packages into .cache/npm" >&2
+    mkdir -p "$dst"
+    cp "$src/package.json" "$src/package-lock.json" "$dst/"
+    (cd "$dst" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  fi
+fi
