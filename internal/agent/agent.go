@@ -79,7 +79,9 @@ type Config struct {
 	// ModelGroups are the operator's models besides the turns' own
 	// ("chat"), by group name ("vision", ...), for plugins' Ctx.AskModel.
 	ModelGroups map[string]llm.Model
-	Log         *slog.Logger
+	// Observer, when set, is told how every turn ended (nekro's metrics).
+	Observer TurnObserver
+	Log      *slog.Logger
 }
 
 // Agent runs turns for every chat of a runtime.

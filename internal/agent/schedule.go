@@ -14,6 +14,7 @@ type chatState struct {
 	busy    sync.Mutex // held while a turn (or a reset) runs
 	running bool       // a worker goroutine exists (guarded by Agent.mu)
 	pending bool       // a message arrived since the worker last looked (Agent.mu)
+	waiting bool       // the worker waits for a turn slot (Agent.mu)
 	cancel  context.CancelFunc
 }
 
@@ -112,14 +113,17 @@ func (a *Agent) worker(chatKey string, st *chatState) {
 			a.mu.Unlock()
 			return
 		}
-		st.pending = false
+		st.pending, st.waiting = false, true
 		a.mu.Unlock()
 
 		select {
 		case a.turnSlots <- struct{}{}:
+			a.mu.Lock()
+			st.waiting = false
+			a.mu.Unlock()
 		case <-a.base.Done():
 			a.mu.Lock()
-			st.running = false
+			st.running, st.waiting = false, false
 			a.mu.Unlock()
 			return
 		}
@@ -155,6 +159,9 @@ func (a *Agent) claimAndRun(chatKey string, st *chatState) error {
 	runs := a.runTurn(ctx, turn, claimed)
 	// Record the end even when the turn's context is gone.
 	err = a.chats.FinishTurn(context.WithoutCancel(ctx), turn)
+	if a.cfg.Observer != nil {
+		a.cfg.Observer.TurnFinished(turn.Status, time.Since(start))
+	}
 	a.log.Debug("turn finished", "chat", chatKey, "turn", turn.ID, "status", turn.Status, "runs", turn.Iterations,
 		"total", time.Since(start), "claim", claimTime, "model", time.Duration(turn.ModelUS)*time.Microsecond, "sandbox", runs)
 	return err

@@ -187,6 +187,7 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 			res.Note = strings.TrimPrefix(res.Note+"; "+note, "; ")
 		}
 	}
+	rt.observe(res, methods)
 	rt.log.Debug("run finished", "run", runID, "chat", req.ChatKey, "stop", res.StopType, "exit", res.ExitCode,
 		"duration", outcome.Duration, "calls", len(res.Calls), "warm", warm)
 	return res, nil

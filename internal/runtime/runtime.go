@@ -106,6 +106,8 @@ type Config struct {
 	// FireTimers makes this runtime fire plugins' due timers (nekro
 	// serve); every runtime may set and list them.
 	FireTimers bool
+	// Observer, when set, is told how every run ended (nekro's metrics).
+	Observer RunObserver
 }
 
 // Defaults of the disk a chat and a plugin may take.

@@ -72,6 +72,8 @@ type Server struct {
 
 	streamsDone chan struct{} // closed at shutdown: ends event streams
 	closeOnce   sync.Once
+
+	sandboxProbe sandboxProbe // GET /healthz's sandbox check, cached
 }
 
 // Start opens the database, the runtime and the agent, and starts
