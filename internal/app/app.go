@@ -27,6 +27,7 @@ import (
 	"github.com/nekro-go/nekro/internal/kv"
 	"github.com/nekro-go/nekro/internal/kv/kvopen"
 	"github.com/nekro-go/nekro/internal/metrics"
+	"github.com/nekro-go/nekro/internal/mcp"
 	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/pyplugin"
 	"github.com/nekro-go/nekro/internal/runtime"
@@ -61,6 +62,9 @@ type Config struct {
 	// PythonIndex is where Python plugins' missing packages are installed
 	// from (--python-index): a package index URL or a directory of wheels.
 	PythonIndex string
+	// MCPConfig is the file of MCP servers (--mcp-config), each mounted
+	// as a plugin mcp.NAME (package mcp); empty: none.
+	MCPConfig string
 	// Enable lists the plugin keys to enable (--plugins); nil means all.
 	// nekro.basic is always on when compiled in.
 	Enable []string
@@ -99,6 +103,8 @@ type App struct {
 	PythonFailed map[string]error
 	// Python is the loaded Python plugins and their processes.
 	Python *pyplugin.Set
+	// MCP is the MCP servers of Config.MCPConfig, as plugins.
+	MCP *mcp.Set
 
 	log     *slog.Logger
 	closers []func(context.Context) error // in opening order
@@ -148,10 +154,14 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 
 	// Python plugins' processes close after the runtime, which runs their
 	// cleanup hooks.
-	plugins, py, err := loadPlugins(ctx, cfg)
+	plugins, py, ms, err := loadPlugins(ctx, cfg)
 	if py != nil {
 		a.closers = append(a.closers, func(context.Context) error { return py.Close() })
 		a.PythonFailed, a.Python = py.Failed, py
+	}
+	if ms != nil { // MCP servers stop after the runtime, as Python plugins do
+		a.closers = append(a.closers, func(context.Context) error { return ms.Close() })
+		a.MCP = ms
 	}
 	if err != nil {
 		return nil, err
@@ -225,25 +235,36 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 // the Python plugins' processes.
 func Plugins(ctx context.Context, cfg Config) ([]*plugin.Plugin, *pyplugin.Set, error) {
 	cfg.defaults()
-	return loadPlugins(ctx, cfg)
+	plugins, py, ms, err := loadPlugins(ctx, cfg)
+	if ms != nil {
+		ms.Close() // listing needs no MCP server running
+	}
+	return plugins, py, err
 }
 
 // loadPlugins starts the Python plugins' processes and chooses the
-// enabled plugins. On error the set, when not nil, must still be closed.
-func loadPlugins(ctx context.Context, cfg Config) ([]*plugin.Plugin, *pyplugin.Set, error) {
+// enabled plugins, with the MCP servers' (started only if their tools
+// were never listed). On error the sets, when not nil, must still be
+// closed.
+func loadPlugins(ctx context.Context, cfg Config) ([]*plugin.Plugin, *pyplugin.Set, *mcp.Set, error) {
 	py, err := pyplugin.Load(ctx, pyplugin.Options{Dirs: cfg.PluginDirs, Python: cfg.PluginPython, Index: cfg.PythonIndex,
 		CacheDir: filepath.Join(cfg.DataDir, "python"), PluginsDir: filepath.Join(cfg.DataDir, "plugins"), Log: cfg.Log})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	plugins, err := choosePlugins(cfg, py)
-	return plugins, py, err
+	ms, err := mcp.Load(ctx, mcp.Options{Config: cfg.MCPConfig, StateDir: filepath.Join(cfg.DataDir, "mcp"), Log: cfg.Log})
+	if err != nil {
+		return nil, py, nil, err
+	}
+	plugins, err := choosePlugins(cfg, py, ms.Plugins)
+	return plugins, py, ms, err
 }
 
 // choosePlugins joins the compiled-in plugins and the Python ones (a key
 // defined by both is an error naming both) and keeps those cfg.Enable
-// names (an unknown key is an error).
-func choosePlugins(cfg Config, py *pyplugin.Set) ([]*plugin.Plugin, error) {
+// names (an unknown key is an error). The MCP servers' plugins (mcp.NAME)
+// join them the same way.
+func choosePlugins(cfg Config, py *pyplugin.Set, mcpPlugins []*plugin.Plugin) ([]*plugin.Plugin, error) {
 	goPlugins := cfg.Runtime.Plugins
 	if goPlugins == nil {
 		goPlugins = pluginhost.Registered()
@@ -255,6 +276,12 @@ func choosePlugins(cfg Config, py *pyplugin.Set) ([]*plugin.Plugin, error) {
 	for _, p := range py.Plugins {
 		if _, dup := all[p.Key()]; dup {
 			return nil, fmt.Errorf("plugin key %s is defined twice: by a compiled-in Go plugin and by %s", p.Key(), py.Paths[p.Key()])
+		}
+		all[p.Key()] = p
+	}
+	for _, p := range mcpPlugins {
+		if _, dup := all[p.Key()]; dup {
+			return nil, fmt.Errorf("plugin key %s is defined twice: by an MCP server of --mcp-config and by another plugin", p.Key())
 		}
 		all[p.Key()] = p
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/nekro-go/nekro/internal/agent"
 	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/keys"
+	nekromcp "github.com/nekro-go/nekro/internal/mcp"
 	"github.com/nekro-go/nekro/internal/sandbox"
 )
 
@@ -52,6 +53,8 @@ const (
 //	GET  /metrics                    Prometheus text format (the operator's token)
 //	POST /api/webhook/{endpoint}     the enabled plugins' webhook handlers (Plugin.MountWebhook)
 //	     /plugins/{key}/...          a plugin's own routes (Plugin.MountRoutes); 404 while it is disabled
+//	     /mcp?chat=CHAT[&user=U]     MCP (streamable HTTP): the chat's plugin methods as tools, calls as that chat;
+//	                                 a user's token calls as its user, in chats it belongs to (else 404)
 //	GET  /onebot/v11/ws              OneBot v11 reverse WebSocket (adapters/onebot) with --onebot-token: its own token, 401/403 at the upgrade
 //
 // Every /api/ call needs "Authorization: Bearer <token>": the operator's
@@ -106,6 +109,9 @@ func (s *Server) Handler() http.Handler {
 	// token); plugin routes ask for the token except on public paths.
 	top.HandleFunc("POST /api/webhook/{endpoint}", s.webhook)
 	top.HandleFunc("/plugins/{key}/", s.pluginRoutes)
+	// MCP (package mcp): the enabled plugins' methods as tools, every call
+	// as the chat of ?chat= and the token's user.
+	top.Handle("/mcp", s.auth(s.mcpHandler()))
 	// Chat platforms' endpoints (OneBot's reverse WebSocket) check their
 	// own token.
 	for pattern, h := range s.app.Adapters.Routes() {
@@ -329,4 +335,16 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// mcpHandler serves /mcp: streamable HTTP MCP, the calls as the chat the
+// request names and the user its token belongs to (mcp.HTTPIdentity).
+func (s *Server) mcpHandler() http.Handler {
+	ac := s.opts.App
+	var isMember func(ctx context.Context, chatKey, userID string) (bool, error)
+	if s.users != nil {
+		isMember = s.users.IsMember
+	}
+	return nekromcp.NewServer(nekromcp.ServerConfig{Runtime: s.rt, Store: s.app.Store, Chats: s.chats,
+		Files: ac.Runtime.Files, CallTimeout: ac.Runtime.CallTimeout, Log: s.log}).Handler(nekromcp.HTTPIdentity(isMember))
 }
