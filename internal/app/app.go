@@ -177,6 +177,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if a.Runtime, err = runtime.Open(ctx, rc); err != nil {
 		return nil, err
 	}
+	a.Chats.UseLayout(a.Runtime.Layout()) // attachments land in the chats' mounted, bounded volumes
 	a.closers = append(a.closers, func(ctx context.Context) error {
 		// Cleanup hooks run even when the agent used up ctx's time.
 		return a.Runtime.Close(context.WithoutCancel(ctx))

@@ -81,6 +81,13 @@ func Open(ctx context.Context, d Database, layout files.Layout, log *slog.Logger
 	return s, nil
 }
 
+// UseLayout makes attachments (files users and runs send) go through l,
+// the runtime's layout, which mounts each chat's uploads volume before it
+// is written: a file written to the bare directory would be over no
+// quota and hidden once the volume is mounted over it. Call it while the
+// service is being assembled, before it is used.
+func (s *Service) UseLayout(l files.Layout) { s.layout = l }
+
 // Close releases the service's own handles; the database itself stays
 // open for its other users.
 func (s *Service) Close() error {

@@ -2,14 +2,22 @@ package cli
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/nekro-go/nekro/internal/agent"
 	"github.com/nekro-go/nekro/internal/app"
+	"github.com/nekro-go/nekro/internal/chat"
+	"github.com/nekro-go/nekro/internal/server"
 )
 
 func init() { subcommands = append(subcommands, newChatsCmd) }
@@ -110,6 +118,146 @@ plugins inject). Nothing is sent and nothing is stored.`,
 	}
 	list.Flags().IntVar(&limit, "limit", 50, "chats to list at most")
 	cmd.AddCommand(list)
+	cmd.AddCommand(newChatsSendCmd(g))
 	cmd.AddCommand(newChatMembersCmd(g)) // users.go
 	return cmd
+}
+
+// newChatsSendCmd is `nekro chats send`: a user's message, with files,
+// posted from the shell through the agent as the API posts one.
+func newChatsSendCmd(g *globals) *cobra.Command {
+	var (
+		user, userName string
+		paths          []string
+	)
+	var maxFile, maxMessage *byteSize
+	cmd := &cobra.Command{
+		Use:   "send CHAT --user USER [--user-name NAME] [--file FILE]... [TEXT]",
+		Short: "Post a user's message, with files, to CHAT as POST /api/chats/{chat}/messages does",
+		Long: `Post a message to CHAT as USER, as POST /api/chats/{chat}/messages does:
+each --file is stored in the chat's uploads (the sandbox reads it at
+/app/uploads/<name>; names are sanitized and never overwrite a file) and
+shown as an attachment in the history and the prompt. TEXT (the words after
+CHAT) may be left out when files are sent.
+
+The message goes through the same path as the API's (chat commands are
+answered at once, plugins' message hooks run), then waits in the database
+for a turn: a nekro serve running on the same data directory (or database)
+finds it within a second and answers it; otherwise the next nekro serve
+does when it starts. This command needs no model.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			chatKey, text := args[0], strings.Join(args[1:], " ")
+			if user == "" {
+				return fmt.Errorf("--user is required: the id of the user the message is from")
+			}
+			if err := checkUploadLimits(maxFile, maxMessage); err != nil {
+				return err
+			}
+			a, err := app.Open(ctx, g.config())
+			if err != nil {
+				return err
+			}
+			defer a.Close(ctx)
+			up := a.Chats.NewUpload(chatKey)
+			if err := addFiles(ctx, up, paths, int64(*maxFile), int64(*maxMessage)); err != nil {
+				up.Discard()
+				return err
+			}
+			m, err := a.Agent.Post(ctx, agent.Incoming{ChatKey: chatKey, UserID: user, UserName: userName, Text: text,
+				Upload: up, Queue: true})
+			if errors.Is(err, agent.ErrDropped) {
+				return fmt.Errorf("nothing stored: %w", err)
+			}
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "message #%d stored in chat %s from %s\n", m.ID, chatKey, m.SenderName)
+			for _, at := range m.Attachments {
+				fmt.Fprintf(out, "  %s %s (%s, %d bytes)\n", at.Kind, at.Path, at.MIME, at.Size)
+			}
+			if m.TurnID == chat.NoTurn {
+				// A command's answer, or a hook that keeps it without a turn.
+				later, _, err := a.Chats.MessagesPage(ctx, chatKey, chat.MaxPageLimit, 0)
+				if err != nil {
+					return err
+				}
+				answered := false
+				for _, r := range later {
+					if r.ID > m.ID && r.Role == chat.Assistant {
+						fmt.Fprintf(out, "answered by a chat command:\n%s\n", r.Text)
+						answered = true
+					}
+				}
+				if !answered {
+					fmt.Fprintln(out, "kept without a turn: a plugin's message hook said so (it shows in the next turn's history)")
+				}
+				return nil
+			}
+			fmt.Fprintln(out, "it waits for a turn: a nekro serve on this data directory answers it within a second; if none runs, the next one to start does")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&user, "user", "", "the id of the user the message is from (required)")
+	cmd.Flags().StringVar(&userName, "user-name", "", "the user's display name (default: the id)")
+	cmd.Flags().StringArrayVar(&paths, "file", nil, "a file to send with the message; repeatable")
+	maxFile, maxMessage = addUploadFlags(cmd)
+	return cmd
+}
+
+// addUploadFlags gives cmd --upload-max-file and --upload-max-message
+// (env NEKRO_UPLOAD_MAX_FILE, NEKRO_UPLOAD_MAX_MESSAGE): the limits of
+// the files a user sends with one message. nekro serve and chats send
+// both offer them.
+func addUploadFlags(cmd *cobra.Command) (maxFile, maxMessage *byteSize) {
+	maxFile = envByteSize("NEKRO_UPLOAD_MAX_FILE", server.DefaultUploadMaxFile)
+	maxMessage = envByteSize("NEKRO_UPLOAD_MAX_MESSAGE", server.DefaultUploadMaxMessage)
+	cmd.Flags().Var(maxFile, "upload-max-file",
+		"largest file a user may send with a message, e.g. 32MiB; larger ones are refused (413) (env NEKRO_UPLOAD_MAX_FILE)")
+	cmd.Flags().Var(maxMessage, "upload-max-message",
+		"largest total of the files of one message, e.g. 64MiB (env NEKRO_UPLOAD_MAX_MESSAGE)")
+	return maxFile, maxMessage
+}
+
+// checkUploadLimits refuses a malformed environment value or a limit
+// that is not a positive size ("none" included: uploads are always
+// bounded).
+func checkUploadLimits(maxFile, maxMessage *byteSize) error {
+	if err := checkEnvSizes("NEKRO_UPLOAD_MAX_FILE", "NEKRO_UPLOAD_MAX_MESSAGE"); err != nil {
+		return err
+	}
+	if *maxFile <= 0 || *maxMessage <= 0 {
+		return fmt.Errorf("--upload-max-file and --upload-max-message must be sizes such as 32MiB (uploads are always bounded)")
+	}
+	return nil
+}
+
+// addFiles stores each file at paths in up, under its base name, within
+// the per-file and per-message limits.
+func addFiles(ctx context.Context, up *chat.Upload, paths []string, maxFile, maxMessage int64) error {
+	if len(paths) > 32 {
+		return fmt.Errorf("%d files: a message carries at most 32", len(paths))
+	}
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return fmt.Errorf("--file: %w", err)
+		}
+		limit := min(maxFile, maxMessage-up.Bytes())
+		_, err = up.Add(ctx, filepath.Base(p), f, limit)
+		f.Close()
+		switch {
+		case errors.Is(err, chat.ErrAttachmentTooLarge) && limit == maxFile:
+			return fmt.Errorf("%s is over the %d-byte limit of one file (--upload-max-file); nothing was stored", p, maxFile)
+		case errors.Is(err, chat.ErrAttachmentTooLarge):
+			return fmt.Errorf("the files are over the %d-byte limit of one message's files together (--upload-max-message); nothing was stored", maxMessage)
+		case errors.Is(err, syscall.ENOSPC):
+			return fmt.Errorf("the chat's uploads are full (--shared-quota, --shared-inodes); nothing was stored: %w", err)
+		case err != nil:
+			return err
+		}
+	}
+	return nil
 }

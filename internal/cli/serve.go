@@ -24,6 +24,8 @@ func newServeCmd(g *globals) *cobra.Command {
 		superUsers             []string
 		maxIterations          int
 		shutdownTimeout        time.Duration
+		uploadMaxFile          *byteSize
+		uploadMaxMessage       *byteSize
 	)
 	var platforms *adapterhost.Settings // chat platforms' flags (--onebot-*), bound below
 	cmd := &cobra.Command{
@@ -44,6 +46,9 @@ until --shutdown-timeout, then their runs are stopped.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if err := checkUploadLimits(uploadMaxFile, uploadMaxMessage); err != nil {
+				return err
+			}
 			ac := g.config()
 			ac.Runtime.WarmSpares = true
 			ac.Runtime.SharedIdle = 30 * time.Minute
@@ -58,12 +63,14 @@ until --shutdown-timeout, then their runs are stopped.`,
 			}
 			ac.Adapters = adapters
 			srv, err := server.Start(ctx, server.Options{
-				Listen:          listen,
-				App:             ac,
-				Token:           os.Getenv(server.EnvAPIToken),
-				TokenOut:        cmd.OutOrStdout(),
-				ShutdownTimeout: shutdownTimeout,
-				Log:             ac.Log,
+				Listen:           listen,
+				App:              ac,
+				Token:            os.Getenv(server.EnvAPIToken),
+				TokenOut:         cmd.OutOrStdout(),
+				ShutdownTimeout:  shutdownTimeout,
+				UploadMaxFile:    int64(*uploadMaxFile),
+				UploadMaxMessage: int64(*uploadMaxMessage),
+				Log:              ac.Log,
 			})
 			if err != nil {
 				return err
@@ -90,6 +97,7 @@ until --shutdown-timeout, then their runs are stopped.`,
 	cmd.Flags().StringSliceVar(&superUsers, "super-users", envCommaList("NEKRO_SUPER_USERS"),
 		"user ids that may use every chat command, comma-separated (env NEKRO_SUPER_USERS)")
 	cmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long turns may finish after SIGINT/SIGTERM")
+	uploadMaxFile, uploadMaxMessage = addUploadFlags(cmd) // chats.go
 	// Every registered chat platform's settings (--onebot-*).
 	platforms = adapterhost.Bind(cmd.Flags())
 	return cmd

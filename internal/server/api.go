@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/nekro-go/nekro/internal/agent"
-	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/keys"
 	nekromcp "github.com/nekro-go/nekro/internal/mcp"
 	"github.com/nekro-go/nekro/internal/sandbox"
@@ -26,13 +25,14 @@ const (
 
 // Handler returns the API:
 //
-//	POST /api/chats/{chat}/messages  {"user_id","user_name","text"} -> 202, starts a turn
-//	GET  /api/chats/{chat}/messages  the history, oldest first
+//	POST /api/chats/{chat}/messages  {"user_id","user_name","text"} -> 202, starts a turn; or multipart/form-data
+//	                                 with those fields and "file" parts (upload.go): 413 over a limit, 507 uploads full
+//	GET  /api/chats/{chat}/messages  the history: ?limit=N (default 100, max 1000) &before=ID, oldest first, next_before
 //	GET  /api/chats/{chat}/events    server-sent events: messages, turns, runs, resets
 //	POST /api/chats/{chat}/reset     clears the history, fires on-channel-reset
 //	POST /api/chats/{chat}/exec      {"code","user_id"} -> the run, as `nekro exec --json`
-//	GET  /api/chats/{chat}/runs      execution records
-//	GET  /api/chats/{chat}/turns     turns and how they ended
+//	GET  /api/chats/{chat}/runs      execution records, paged as messages (before=RUN_ID)
+//	GET  /api/chats/{chat}/turns     turns and how they ended, paged as messages
 //	GET  /api/chats/{chat}/uploads/{name}  one of the chat's uploads (attachments)
 //	GET  /api/status                 model, plugins
 //	GET  /api/plugins                every plugin: enabled, methods (Python signatures, docs), settings
@@ -73,14 +73,12 @@ const (
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/chats/{chat}/messages", s.postMessage)
-	mux.HandleFunc("GET /api/chats/{chat}/messages", s.memberOnly(chatList("messages", func(ctx context.Context, key string) ([]chat.Message, error) {
-		return s.chats.History(ctx, key, 0)
-	})))
+	mux.HandleFunc("GET /api/chats/{chat}/messages", s.memberOnly(chatPage("messages", s.messagesPage)))
 	mux.HandleFunc("GET /api/chats/{chat}/events", s.memberOnly(s.events))
 	mux.HandleFunc("POST /api/chats/{chat}/reset", s.memberOnly(s.reset))
 	mux.HandleFunc("POST /api/chats/{chat}/exec", adminOnly(s.exec))
-	mux.HandleFunc("GET /api/chats/{chat}/runs", s.memberOnly(chatList("runs", s.chats.Runs)))
-	mux.HandleFunc("GET /api/chats/{chat}/turns", s.memberOnly(chatList("turns", s.chats.Turns)))
+	mux.HandleFunc("GET /api/chats/{chat}/runs", s.memberOnly(chatPage("runs", s.runsPage)))
+	mux.HandleFunc("GET /api/chats/{chat}/turns", s.memberOnly(chatPage("turns", s.turnsPage)))
 	mux.HandleFunc("GET /api/chats/{chat}/uploads/{name}", s.memberOnly(s.upload))
 	mux.HandleFunc("GET /api/status", s.status)
 	mux.HandleFunc("GET /api/plugins", adminOnly(s.plugins))
@@ -175,6 +173,10 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if isMultipart(r) { // a message with files: upload.go
+		s.postMultipart(w, r, key)
+		return
+	}
 	var req postMessageRequest
 	if !decode(w, r, maxMessageBody, &req) {
 		return
@@ -205,23 +207,6 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 // user id from here.
 func (s *Server) poster(w http.ResponseWriter, r *http.Request, chatKey, named string) (string, bool) {
 	return s.postingUser(w, r, chatKey, named)
-}
-
-// chatList answers GET /api/chats/{chat}/<field> with what list returns
-// for the chat, as {"chat_key": ..., field: [...]}.
-func chatList[T any](field string, list func(ctx context.Context, chatKey string) ([]T, error)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		key, ok := chatKey(w, r)
-		if !ok {
-			return
-		}
-		items, err := list(r.Context(), key)
-		if err != nil {
-			writeError(w, http.StatusInternalServerError, "%v", err)
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"chat_key": key, field: items})
-	}
 }
 
 func (s *Server) reset(w http.ResponseWriter, r *http.Request) {

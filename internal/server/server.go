@@ -47,7 +47,12 @@ type Options struct {
 	// ShutdownTimeout is how long Shutdown lets turns and requests finish
 	// when its context has no deadline.
 	ShutdownTimeout time.Duration
-	Log             *slog.Logger
+	// UploadMaxFile and UploadMaxMessage bound the files a user sends
+	// with a message (multipart POST .../messages): one file, and all of
+	// one message's together. 0 means DefaultUploadMaxFile and
+	// DefaultUploadMaxMessage.
+	UploadMaxFile, UploadMaxMessage int64
+	Log                             *slog.Logger
 }
 
 // Server is a running nekro server.
