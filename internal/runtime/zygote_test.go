@@ -13,6 +13,7 @@ import (
 	"github.com/nekro-go/nekro/internal/app/apptest"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
+	"github.com/nekro-go/nekro/internal/sandbox/bwrap"
 	"github.com/nekro-go/nekro/internal/testutil"
 	"github.com/nekro-go/nekro/plugin"
 )
@@ -74,6 +75,12 @@ func TestZygoteRunsBehaveAsFreshRuns(t *testing.T) {
 	}
 	if killed == 0 {
 		t.Fatal("no zygote process found")
+	}
+	// Once the host has seen it die (a zygote killed at the very moment a
+	// run is handed over takes that run with it, as a killed sandbox would).
+	b := rt.Runner().(*bwrap.Runner)
+	for i := 0; i < 100 && len(b.ZygoteStats()) > 0; i++ {
+		time.Sleep(50 * time.Millisecond)
 	}
 	for i := 0; i < 3; i++ {
 		res, err := rt.Exec(context.Background(), runtime.ExecRequest{ChatKey: "zy", UserID: "u", Code: "print(add(1, 1))"})

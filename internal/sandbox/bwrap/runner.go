@@ -359,7 +359,7 @@ func (r *Runner) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Process,
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("start sandbox: %w", err)
 	}
-	if p := r.fromZygote(spec); p != nil {
+	if p := r.fromZygote(ctx, spec); p != nil {
 		return p, nil
 	}
 	return r.startFresh(ctx, spec)

@@ -108,6 +108,7 @@ type zygote struct {
 	used    time.Time
 	idle    *time.Timer
 	stopped chan struct{}
+	spareCh chan struct{} // a new spare arrived (capacity 1)
 }
 
 // zspare is a forked spare the host has been told about.
@@ -140,7 +141,7 @@ func zygoteKey(spec sandbox.Spec) string {
 // fromZygote returns a process on the chat's zygote's ready spare, or nil
 // (the caller starts a fresh sandbox). It starts the chat's zygote on its
 // second start within ZygoteIdle (a chat that runs code once gets none).
-func (r *Runner) fromZygote(spec sandbox.Spec) sandbox.Process {
+func (r *Runner) fromZygote(ctx context.Context, spec sandbox.Spec) sandbox.Process {
 	if r.Zygotes <= 0 || spec.Conn == nil || spec.RunDir != "" {
 		return nil
 	}
@@ -175,7 +176,7 @@ func (r *Runner) fromZygote(spec sandbox.Spec) sandbox.Process {
 		return nil
 	}
 	r.zmu.Unlock()
-	sp := z.take()
+	sp := z.take(ctx)
 	if sp == nil {
 		return nil
 	}
@@ -225,7 +226,7 @@ func (r *Runner) startZygoteLocked(spec sandbox.Spec, key string) {
 	}
 	files["zygote.py"] = zygotePy
 	spec.Files, spec.Conn = files, nil
-	z := &zygote{r: r, key: key, chat: spec.SharedDir, used: time.Now(), stopped: make(chan struct{})}
+	z := &zygote{r: r, key: key, chat: spec.SharedDir, used: time.Now(), stopped: make(chan struct{}), spareCh: make(chan struct{}, 1)}
 	r.zygotes[spec.SharedDir] = z
 	go z.run(spec)
 }
@@ -284,9 +285,30 @@ func (z *zygote) lastUsed() time.Time {
 	return z.used
 }
 
-// take hands out the ready spare, if any, and has the zygote fork the next.
-func (z *zygote) take() *zspare {
-	z.mu.Lock()
+// spareWait bounds how long a start waits for a running zygote's next
+// spare (it forks in 3-20 ms; a fresh sandbox would take longer).
+const spareWait = 2 * time.Second
+
+// take hands out the zygote's spare, waiting for the one being forked
+// (runs 50 ms apart find it still setting up), and has the zygote fork the
+// next; nil when the zygote is not running.
+func (z *zygote) take(ctx context.Context) *zspare {
+	timer := time.NewTimer(spareWait)
+	defer timer.Stop()
+	for {
+		z.mu.Lock()
+		if z.spare != nil || z.dead || !z.ready {
+			break
+		}
+		z.mu.Unlock()
+		select {
+		case <-z.spareCh:
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
 	sp := z.spare
 	z.spare = nil
 	z.used = time.Now()
@@ -520,6 +542,10 @@ func (z *zygote) serve(spec sandbox.Spec) error {
 		var old *zspare
 		if msg.Spare > 0 {
 			old, z.spare = z.spare, &zspare{nsPid: msg.Spare, sock: files[0], status: files[1]}
+			select {
+			case z.spareCh <- struct{}{}:
+			default:
+			}
 		}
 		dead := z.dead
 		z.mu.Unlock()
