@@ -1,0 +1,207 @@
+package bwrap_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nekro-go/nekro/internal/testutil"
+)
+
+// execAPI runs code in chat through nekro serve's API and returns the run.
+func execAPI(t *testing.T, s *testutil.Served, chat, code string) (out string, stop string) {
+	t.Helper()
+	st, body := s.API("POST", "/api/chats/"+chat+"/exec", map[string]string{"code": code, "user_id": "u1"})
+	if st != 200 {
+		t.Fatalf("exec in %s: %d %s", chat, st, body)
+	}
+	var res struct {
+		Output   string `json:"output"`
+		StopType string `json:"stop_type"`
+	}
+	if err := json.Unmarshal([]byte(body), &res); err != nil {
+		t.Fatal(err)
+	}
+	return res.Output, res.StopType
+}
+
+// fromZygote is the first line of every run below: whether numpy was
+// loaded before the run's code imported anything, which only a zygote's
+// preload does.
+const fromZygote = "import sys as _s; print('ZYGOTE' if 'numpy' in _s.modules else 'FRESH')\n"
+
+// warmUp runs code in chat until a run comes from the chat's zygote.
+func warmUp(t *testing.T, s *testutil.Served, chat string) {
+	t.Helper()
+	for i := 0; i < 60; i++ {
+		if out, _ := execAPI(t, s, chat, fromZygote); strings.HasPrefix(out, "ZYGOTE") {
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("chat %s never got a zygote:\n%s", chat, s.Logs.String())
+}
+
+// mustZygote runs code (after fromZygote) and fails unless the zygote
+// served it.
+func mustZygote(t *testing.T, s *testutil.Served, chat, code string) string {
+	t.Helper()
+	var out, stop string
+	for i := 0; i < 20; i++ {
+		out, stop = execAPI(t, s, chat, fromZygote+code)
+		if strings.HasPrefix(out, "ZYGOTE\n") {
+			if stop != "NORMAL" {
+				t.Fatalf("run ended %s: %s", stop, out)
+			}
+			return strings.TrimPrefix(out, "ZYGOTE\n")
+		}
+		time.Sleep(250 * time.Millisecond) // the next spare is still forking
+	}
+	t.Fatalf("runs in %s do not come from its zygote: %s", chat, out)
+	return ""
+}
+
+// A run from the zygote changes what it can (module state of numpy,
+// matplotlib and json, sys.modules, files in /tmp and /dev/shm, an open
+// file, a thread, a background process, listening sockets): the next run
+// of the same chat sees none of it, and starts alone in its own PID
+// namespace with a fresh, empty /tmp.
+func TestZygoteRunsSeeNothingOfEarlierRuns(t *testing.T) {
+	s := testutil.Serve(t, testutil.DataDir(t), "tok")
+	warmUp(t, s, "zc")
+	mustZygote(t, s, "zc", `
+import numpy as np, matplotlib, json, os, sys, threading, subprocess, socket, time
+np.set_printoptions(precision=2)
+matplotlib.rcParams['lines.linewidth'] = 9
+sys.modules['leaky'] = json
+json.LEAK = 1
+LEAKED_GLOBAL = 1
+open('/tmp/leak.txt', 'w').write('x'); open('/dev/shm/leak', 'w').write('x')
+held = open('/app/shared/held.txt', 'w')
+threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+subprocess.Popen(['sleep', '30'], start_new_session=True)
+a = socket.socket(socket.AF_UNIX); a.bind('\0leak'); a.listen()
+b = socket.socket(); b.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); b.bind(('127.0.0.1', 5555)); b.listen()
+print('polluted')
+`)
+	out := mustZygote(t, s, "zc", `
+import numpy as np, matplotlib, json, os, sys, socket, threading
+def refused(addr, family):
+    try:
+        socket.socket(family).connect(addr)
+        return False
+    except OSError:
+        return True
+print(json.dumps({
+    "precision": np.get_printoptions()["precision"],
+    "linewidth": matplotlib.rcParams["lines.linewidth"],
+    "leaky": "leaky" in sys.modules, "LEAK": hasattr(json, "LEAK"), "global": "LEAKED_GLOBAL" in globals(),
+    "tmp": sorted(os.listdir("/tmp")), "shm": sorted(os.listdir("/dev/shm")),
+    "pids": sorted(p for p in os.listdir("/proc") if p.isdigit()),
+    "fds": sorted(os.listdir("/proc/self/fd")), "threads": threading.active_count(),
+    "unix": refused("\0leak", socket.AF_UNIX), "tcp": refused(("127.0.0.1", 5555), socket.AF_INET),
+}))
+`)
+	var got struct {
+		Precision           int
+		Linewidth           float64
+		Leaky, LEAK, Global bool
+		Tmp, Shm, Pids, Fds []string
+		Threads             int
+		Unix, TCP           bool
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if got.Precision != 8 || got.Linewidth == 9 || got.Leaky || got.LEAK || got.Global {
+		t.Errorf("module state leaked into the next run: %s", out)
+	}
+	if len(got.Tmp) != 0 || len(got.Shm) != 0 {
+		t.Errorf("files leaked: /tmp %v, /dev/shm %v", got.Tmp, got.Shm)
+	}
+	if fmt.Sprint(got.Pids) != "[1]" || got.Threads != 1 {
+		t.Errorf("processes or threads leaked, or others are visible: pids %v, threads %d", got.Pids, got.Threads)
+	}
+	// 0-2, the RPC socket, and the descriptor listing /proc/self/fd.
+	if len(got.Fds) > 5 {
+		t.Errorf("descriptors leaked into the run: %v", got.Fds)
+	}
+	if !got.Unix || !got.TCP {
+		t.Errorf("a socket of the earlier run is reachable: %s", out)
+	}
+}
+
+// A run cannot reach its zygote (no other process exists for it: kill,
+// /proc/PID/root and the zygote's control socket are out of reach), holds
+// no capability, and cannot see or reach another chat's zygote runs, even
+// while one of them is running and listening.
+func TestZygoteRunCannotReachZygoteOrOtherChats(t *testing.T) {
+	s := testutil.Serve(t, testutil.DataDir(t), "tok")
+	warmUp(t, s, "victim")
+	warmUp(t, s, "thief")
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		mustZygote(t, s, "victim", `
+import socket, time
+open('/app/shared/secret.txt', 'w').write('victim-secret')
+a = socket.socket(socket.AF_UNIX); a.bind('\0victim'); a.listen()
+b = socket.socket(); b.bind(('127.0.0.1', 6000)); b.listen()
+time.sleep(4)
+`)
+	})
+	time.Sleep(1500 * time.Millisecond) // the victim's run is listening now
+	out := mustZygote(t, s, "thief", `
+import os, glob, socket, json, errno
+killed = []
+for pid in range(2, 4096):
+    try:
+        os.kill(pid, 0)
+        killed.append(pid)
+    except ProcessLookupError:
+        pass
+seen = []
+for p in glob.glob('/proc/*/root/app/shared/*') + glob.glob('/proc/1/root/../*/app/shared/secret.txt'):
+    seen.append(p)
+def reach(addr, family):
+    try:
+        socket.socket(family).connect(addr)
+        return True
+    except OSError:
+        return False
+caps = [l for l in open('/proc/self/status') if l.startswith('Cap')]
+try:
+    os.unshare(os.CLONE_NEWUSER) if hasattr(os, 'unshare') else None
+    userns = hasattr(os, 'unshare')
+except OSError:
+    userns = False
+print(json.dumps({"signalable": killed, "seen": [p for p in seen if 'secret' in p],
+    "own": os.listdir('/app/shared'), "unix": reach('\0victim', socket.AF_UNIX),
+    "tcp": reach(('127.0.0.1', 6000), socket.AF_INET),
+    "caps": sorted(set(l.split()[1] for l in caps))}))
+`)
+	wg.Wait()
+	var got struct {
+		Signalable []int
+		Seen, Own  []string
+		Unix, TCP  bool
+		Caps       []string
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(got.Signalable) != 0 {
+		t.Errorf("the run can signal pids %v (its zygote or other runs)", got.Signalable)
+	}
+	if len(got.Seen) != 0 || strings.Contains(strings.Join(got.Own, " "), "secret") {
+		t.Errorf("the other chat's files are visible: %v, own %v", got.Seen, got.Own)
+	}
+	if got.Unix || got.TCP {
+		t.Errorf("the other chat's sockets are reachable: %s", out)
+	}
+	if fmt.Sprint(got.Caps) != "[0000000000000000]" {
+		t.Errorf("the run holds capabilities: %v", got.Caps)
+	}
+}
