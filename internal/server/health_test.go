@@ -1,12 +1,16 @@
 package server_test
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/nekro-go/nekro/internal/kv/kvtest"
 	"github.com/nekro-go/nekro/internal/testutil"
 )
 
@@ -33,5 +37,35 @@ func TestHealthzThroughNekroServe(t *testing.T) {
 	}
 	if strings.Contains(body, data) {
 		t.Errorf("an unauthenticated answer shows the data directory: %s", body)
+	}
+}
+
+// The same on PostgreSQL: a database that stops answering the health
+// query (its users table renamed away underneath the server) is 503, and
+// 200 again once it is back.
+func TestHealthzPostgresThroughNekroServe(t *testing.T) {
+	u := kvtest.FreshSchema(t, kvtest.PostgresURL(t))
+	srv := testutil.Serve(t, testutil.DataDir(t), "admin-token-health-pg", "NEKRO_DATABASE_URL="+u)
+	if st, body := srv.Call("GET", "/healthz", "", nil); st != http.StatusOK {
+		t.Fatalf("healthy: %d %s", st, body)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "ALTER TABLE users RENAME TO users_away"); err != nil {
+		t.Fatal(err)
+	}
+	st, body := srv.Call("GET", "/healthz", "", nil)
+	if st != http.StatusServiceUnavailable || !strings.Contains(body, "database: a trivial query failed") {
+		t.Errorf("broken database: %d %s", st, body)
+	}
+	if _, err := conn.Exec(ctx, "ALTER TABLE users_away RENAME TO users"); err != nil {
+		t.Fatal(err)
+	}
+	if st, body := srv.Call("GET", "/healthz", "", nil); st != http.StatusOK {
+		t.Errorf("repaired: %d %s", st, body)
 	}
 }

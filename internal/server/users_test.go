@@ -1,7 +1,9 @@
 package server_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"mime/multipart"
 	"net/http"
 	"strings"
 	"testing"
@@ -73,6 +75,15 @@ func TestUserTokensThroughNekroServe(t *testing.T) {
 		}
 	}
 	call("POST", "/api/chats/alice-chat/messages", bob, map[string]string{"text": "let me in"}, http.StatusForbidden)
+	// The same through a multipart message with a file: refused, and
+	// the file is not kept.
+	if st := postMultipartAs(t, srv.Addr, bob, "alice-chat", "", "planted.txt"); st != http.StatusForbidden {
+		t.Errorf("bob's multipart post into alice's chat: %d", st)
+	}
+	if st := postMultipartAs(t, srv.Addr, alice, "alice-chat", "bob", "planted.txt"); st != http.StatusForbidden {
+		t.Errorf("alice's multipart post as bob: %d", st)
+	}
+	call("GET", "/api/chats/alice-chat/uploads/planted.txt", admin, nil, http.StatusNotFound)
 	call("POST", "/api/chats/alice-chat/reset", bob, nil, http.StatusNotFound)
 	if out := call("GET", "/api/chats", bob, nil, http.StatusOK); strings.Contains(out, "alice-chat") {
 		t.Errorf("bob lists alice's chat: %s", out)
@@ -126,4 +137,28 @@ func TestUserTokensThroughNekroServe(t *testing.T) {
 	if out := call("GET", "/api/me", admin, nil, http.StatusOK); !strings.Contains(out, `"admin": true`) {
 		t.Errorf("admin's /api/me: %s", out)
 	}
+}
+
+// postMultipartAs posts a multipart message with one small file and
+// returns the status.
+func postMultipartAs(t *testing.T, addr, token, chat, userID, fileName string) int {
+	t.Helper()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	if userID != "" {
+		mw.WriteField("user_id", userID)
+	}
+	mw.WriteField("text", "see the file")
+	fw, _ := mw.CreateFormFile("file", fileName)
+	fw.Write([]byte("planted"))
+	mw.Close()
+	req, _ := http.NewRequest("POST", "http://"+addr+"/api/chats/"+chat+"/messages", &buf)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
