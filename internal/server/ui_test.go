@@ -766,3 +766,152 @@ func TestUIUserTokenInABrowser(t *testing.T) {
 		t.Errorf("after logging out: %s", got)
 	}
 }
+
+// Files in the browser: one attached with the button, an image dropped on
+// the conversation, sent as one multipart message; the assistant reads the
+// file in its sandbox and answers with its content; the attachments show
+// as download links (the image also as a thumbnail) and download with the
+// token; a file over the server's limit is refused with the 413's reason.
+func TestUIUploadsInABrowser(t *testing.T) {
+	chromiumPath(t)
+	attachment := regexp.MustCompile(`\[file attachment: (/app/uploads/[^\s(]+) \(`)
+	e := startEnv(t, func(r llmtest.Request) llmtest.Reply {
+		m := attachment.FindStringSubmatch(r.Last())
+		if m == nil {
+			return llmtest.Code(`send_msg_text(_ck, "no file in the prompt")`)
+		}
+		return llmtest.Code(fmt.Sprintf(`send_msg_text(_ck, "the file says: " + open(%q).read().strip())`, m[1]))
+	}, func(o *server.Options) { o.UploadMaxFile = 64 << 10 })
+
+	log, dom := drive(t, e, "token="+testToken+"&chat=ui-files", `
+    await until("the chat", () => $("chat-title").textContent === "ui-files" && !$("send-fields").disabled);
+    const files = (...fs) => { const dt = new DataTransfer(); fs.forEach((f) => dt.items.add(f)); return dt; };
+    // The attach button opens the file input; choosing fills it.
+    $("file").files = files(new File(["a secret note: 4711\n"], "note.txt", { type: "text/plain" })).files;
+    $("file").dispatchEvent(new Event("change", { bubbles: true }));
+    // A PNG dropped on the conversation.
+    const png = Uint8Array.from(atob("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="), (c) => c.charCodeAt(0));
+    const drop = files(new File([png], "dot.png", { type: "image/png" }));
+    $("conversation").dispatchEvent(new DragEvent("dragenter", { dataTransfer: drop, bubbles: true, cancelable: true }));
+    note("dragging: " + $("conversation").classList.contains("dropping"));
+    $("conversation").dispatchEvent(new DragEvent("drop", { dataTransfer: drop, bubbles: true, cancelable: true }));
+    note("pending: " + [...document.querySelectorAll("#pending li")].map((li) => li.textContent).join(" | "));
+    $("text").value = "read my file";
+    $("send").requestSubmit();
+    const mine = await until("my message", () => messages("user").find((li) => li.querySelectorAll(".attachment").length === 2));
+    note("pending after send: " + document.querySelectorAll("#pending li").length);
+    note("attachments: " + [...mine.querySelectorAll(".attachment a.download")].map((a) => a.textContent).join(", "));
+    await until("the thumbnail", () => mine.querySelector("img"));
+    note("thumbnail: " + mine.querySelector("img").alt + " " + mine.querySelector("img").src.slice(0, 5));
+    const reply = await until("the answer", () => messages("assistant").find((li) => li.textContent.includes("the file says")));
+    note("reply: " + reply.querySelector(".body").textContent);
+
+    // Downloading: the link fetches the file with the token and hands it to
+    // the browser as a blob link; the driver catches that link and reads
+    // its blob (the page's CSP keeps fetch off blob: URLs).
+    const click = HTMLAnchorElement.prototype.click;
+    const createURL = URL.createObjectURL;
+    const blobs = new Map();
+    URL.createObjectURL = (b) => { const u = createURL(b); blobs.set(u, b); return u; };
+    let saved = null;
+    HTMLAnchorElement.prototype.click = function () { saved = { href: this.href, name: this.download }; };
+    mine.querySelector('.attachment[data-kind="file"] a.download').dispatchEvent(new MouseEvent("click", { bubbles: true, cancelable: true }));
+    await until("the download", () => saved);
+    HTMLAnchorElement.prototype.click = click;
+    URL.createObjectURL = createURL;
+    note("download: " + saved.name + " " + saved.href.slice(0, 5) + " " + JSON.stringify(await blobs.get(saved.href).text()));
+
+    $("file").files = files(new File([new Uint8Array(70000)], "big.bin")).files;
+    $("file").dispatchEvent(new Event("change", { bubbles: true }));
+    $("text").value = "too big";
+    $("send").requestSubmit();
+    note("too big: " + await until("the refusal", () => $("send-error").textContent));
+    note("kept: " + $("text").value + " / " + [...document.querySelectorAll("#pending li")].map((li) => li.textContent).join(" | "));
+    note("done");
+`)
+	if got := logLine(t, log, "dragging"); got != "true" {
+		t.Errorf("dragging files over the conversation does not show")
+	}
+	mustContain(t, "files to send", logLine(t, log, "pending"), "note.txt (20 bytes)")
+	mustContain(t, "files to send", logLine(t, log, "pending"), "dot.png (")
+	if got := logLine(t, log, "pending after send"); got != "0" {
+		t.Errorf("%s files still pending after sending", got)
+	}
+	hist := e.history("ui-files")
+	if len(hist) < 2 || hist[0].Text != "read my file" || len(hist[0].Attachments) != 2 {
+		t.Fatalf("the history after the browser sent files:\n%s", strings.Join(texts(hist), "\n"))
+	}
+	kinds := map[string]string{}
+	for _, a := range hist[0].Attachments {
+		kinds[a.Kind] = a.Name
+	}
+	if kinds["file"] == "" || kinds["image"] == "" {
+		t.Errorf("attachments %+v", hist[0].Attachments)
+	}
+	mustContain(t, "attachment links", logLine(t, log, "attachments"), "📎 "+kinds["file"])
+	mustContain(t, "attachment links", logLine(t, log, "attachments"), "📎 "+kinds["image"])
+	if got := logLine(t, log, "thumbnail"); got != kinds["image"]+" blob:" {
+		t.Errorf("thumbnail: %s", got)
+	}
+	if got := logLine(t, log, "reply"); got != "the file says: a secret note: 4711" {
+		t.Errorf("the assistant's answer: %s", got)
+	}
+	if got := logLine(t, log, "download"); got != kinds["file"]+` blob: "a secret note: 4711\n"` {
+		t.Errorf("download: %s", got)
+	}
+	mustContain(t, "the 413", logLine(t, log, "too big"), "Too large, not sent: ")
+	mustContain(t, "the 413", logLine(t, log, "too big"), "big.bin")
+	mustContain(t, "after the 413", logLine(t, log, "kept"), "too big / 📎 big.bin")
+	for _, m := range e.history("ui-files") {
+		if m.Text == "too big" {
+			t.Errorf("the refused message was stored: %+v", m)
+		}
+	}
+	if strings.Contains(dom, `class="dropping"`) {
+		t.Errorf("the conversation still shows a drop in progress")
+	}
+}
+
+// A long history opens at its end and loads earlier pages as the user
+// scrolls up, until its beginning, each message once and in order.
+func TestUIHistoryPagesInABrowser(t *testing.T) {
+	chromiumPath(t)
+	e := startEnv(t, nil, nil)
+	var res struct {
+		StopType string `json:"stop_type"`
+		Output   string `json:"output"`
+	}
+	for from := 0; from < 130; from += 50 { // a run sends 50 messages at most
+		code := fmt.Sprintf(`for i in range(%d, %d): send_msg_text(_ck, f"line {i}")`, from, min(from+50, 130))
+		if st := e.call("POST", "/api/chats/ui-long/exec", map[string]string{"code": code, "user_id": "u"}, &res); st != http.StatusOK || res.StopType != "NORMAL" {
+			t.Fatalf("exec: %d %+v", st, res)
+		}
+	}
+	log, _ := drive(t, e, "token="+testToken+"&chat=ui-long", `
+    await opened("ui-long", "");
+    const lines = () => messages().map((li) => li.querySelector(".body").textContent);
+    note("first page: " + lines().length + " from " + lines()[0] + ", older: " + ($("load-older") !== null));
+    for (let i = 0; i < 5 && $("load-older"); i++) {
+      const n = lines().length;
+      $("messages").scrollTop = 0;
+      $("messages").dispatchEvent(new Event("scroll"));
+      await until("an earlier page", () => lines().length > n);
+      note("after scrolling up: " + lines().length + " from " + lines()[0]);
+    }
+    note("top: " + $("history-top").textContent);
+    const all = lines();
+    note("in order: " + all.every((l, i) => l === "line " + i) + " ids unique: " + (new Set(messages().map((li) => li.dataset.id)).size === all.length));
+    note("done");
+`)
+	if got := logLine(t, log, "first page"); got != "50 from line 80, older: true" {
+		t.Errorf("the first page: %s", got)
+	}
+	mustContain(t, "paging", log, "after scrolling up: 100 from line 30\n")
+	mustContain(t, "paging", log, "after scrolling up: 130 from line 0\n")
+	if got := logLine(t, log, "top"); got != "Beginning of the chat" {
+		t.Errorf("the top of the history says %q", got)
+	}
+	if got := logLine(t, log, "in order"); got != "true ids unique: true" {
+		t.Errorf("the history after paging: in order: %s", got)
+	}
+}
