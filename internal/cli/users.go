@@ -151,6 +151,7 @@ the database keeps only its SHA-256.`,
 		},
 	}
 	cmd.AddCommand(add, list, remove, token)
+	g.addStoreFlags(cmd) // the database is all it opens
 	return cmd
 }
 
