@@ -1,16 +1,22 @@
 # The two commands a newcomer needs (see README.md):
 #   make run   installs what is missing, builds, and starts `nekro serve`
 #   make test  installs what is missing and runs every test
+#   make examples  builds bin/nekro-examples: nekro with the document
+#              examples (my_sum_function, ...) for trying it out; never
+#              for production
 GO ?= go
 BIN := bin/nekro
 
-.PHONY: run test build deps bench vet
+.PHONY: run test build examples deps bench vet
 
 deps:
 	@./scripts/deps.sh
 
 build:
 	$(GO) build -o $(BIN) ./cmd/nekro
+
+examples:
+	$(GO) build -o bin/nekro-examples ./cmd/nekro-examples
 
 run: deps build
 	$(BIN) serve

@@ -27,7 +27,7 @@ func TestRouteWakesABackgroundTaskThroughNekroServe(t *testing.T) {
 	}
 	defer model.Close()
 	const tok = "tok-countdown"
-	srv := testutil.Serve(t, testutil.DataDir(t), tok, "NEKRO_LLM_BASE_URL="+model.URL, "NEKRO_LLM_MODEL=scripted")
+	srv := testutil.ServeExamples(t, testutil.DataDir(t), tok, "NEKRO_LLM_BASE_URL="+model.URL, "NEKRO_LLM_MODEL=scripted")
 	call := func(method, path, token string, body any) (int, string) {
 		st, b := srv.Call(method, path, token, body)
 		return st, strings.TrimSpace(b)

@@ -48,7 +48,7 @@ func run(t *testing.T, data, snippet, url string, args ...string) string {
 	}
 	code = []byte(strings.ReplaceAll(string(code), "{{URL}}", url))
 	argv := append([]string{"--data", data, "exec", "--chat", chat, "--user", "u1", "--json"}, args...)
-	r := testutil.RunNekro(t, code, append(argv, "-")...)
+	r := testutil.RunNekroExamples(t, code, append(argv, "-")...)
 	testutil.MountVolumes(t, data) // to look at the plugin's files
 	var res execJSON
 	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
@@ -153,7 +153,7 @@ func TestDataDirectoryExamples(t *testing.T) {
 
 	// Another chat neither lists chat group_1's exports nor overwrites
 	// its image by saving one under the same name.
-	r := testutil.RunNekro(t, []byte(`print(list_exports())
+	r := testutil.RunNekroExamples(t, []byte(`print(list_exports())
 print(save_image(b"other chat", "cat.png"))`), "--data", data, "exec", "--chat", "group_2", "--user", "u2", "-")
 	wantLines(t, r.Stdout, "暂无导出文件", "图片已保存: images/cat.png")
 	testutil.MountVolumes(t, data)

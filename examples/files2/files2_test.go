@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,31 +18,11 @@ import (
 
 // The seed-003 examples run in the nekro-files2 binary (this plugin
 // instead of examples/files, whose generate_report has the same Python
-// name), built by TestMain.
-
-var bin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "nekro-files2-")
-	if err != nil {
-		panic(err)
-	}
-	os.Chmod(dir, 0o755)
-	bin = filepath.Join(dir, "nekro-files2")
-	_, here, _, _ := runtime.Caller(0)
-	cmd := exec.Command("go", "build", "-o", bin, "./nekro-files2")
-	cmd.Dir = filepath.Dir(here)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		panic("go build nekro-files2: " + err.Error() + "\n" + string(out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+// name), built into bin/test/ as the nekro binary is.
 
 func nekro(t *testing.T, stdin string, args ...string) string {
 	t.Helper()
+	bin := testutil.Binary(t, "./examples/files2/nekro-files2")
 	cmd := exec.Command(bin, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errb
@@ -116,7 +95,7 @@ func TestGenerateReportVersionsCoexist(t *testing.T) {
 		!strings.Contains(out, "generate_report(title: str, content: str)") {
 		t.Errorf("nekro-files2 plugins:\n%s", out)
 	}
-	r := testutil.RunNekro(t, nil, "plugins")
+	r := testutil.RunNekroExamples(t, nil, "plugins")
 	if !strings.Contains(r.Stdout, "generate_report(report_data: str)") || strings.Contains(r.Stdout, "nekro_examples.files2") {
 		t.Errorf("nekro plugins:\n%s", r.Stdout)
 	}

@@ -33,7 +33,7 @@ func (n nekro) exec(chat, user, snippet string, extra ...string) (string, int) {
 	}
 	args = append(args, extra...)
 	args = append(args, filepath.Join("testdata", snippet))
-	r := testutil.RunNekro(n.t, nil, args...)
+	r := testutil.RunNekroExamples(n.t, nil, args...)
 	if r.Code != 0 {
 		n.t.Logf("%s in %s as %q: exit %d\n%s%s", snippet, chat, user, r.Code, r.Stdout, r.Stderr)
 	}
@@ -51,7 +51,7 @@ func (n nekro) want(chat, user, snippet, want string) {
 // kv runs `nekro kv ARGS --plugin nekro_examples.kvstore`.
 func (n nekro) kv(args ...string) (string, int) {
 	n.t.Helper()
-	r := testutil.RunNekro(n.t, nil, append([]string{"--data", n.data, "kv", "--plugin", plugin}, args...)...)
+	r := testutil.RunNekroExamples(n.t, nil, append([]string{"--data", n.data, "kv", "--plugin", plugin}, args...)...)
 	return r.Stdout, r.Code
 }
 
@@ -157,7 +157,7 @@ func testSeedExamples(t *testing.T, n nekro) {
 	// on_reset: `nekro chats reset` drops the chat's temp_cache only.
 	n.kv("set", "--chat", "group_A", "temp_cache", "a")
 	n.kv("set", "--chat", "group_B", "temp_cache", "b")
-	r := testutil.RunNekro(t, nil, "--data", n.data, "--plugins", plugin, "chats", "reset", "group_A")
+	r := testutil.RunNekroExamples(t, nil, "--data", n.data, "--plugins", plugin, "chats", "reset", "group_A")
 	if r.Code != 0 {
 		t.Fatalf("chats reset: exit %d: %s", r.Code, r.Stderr)
 	}

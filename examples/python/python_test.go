@@ -37,7 +37,7 @@ func pngDecode(b []byte) (image.Image, error) { return png.Decode(bytes.NewReade
 func run(t *testing.T, data, enable, chat, user, snippet string) string {
 	t.Helper()
 	args := []string{"--data", data, "--plugin-dir", "plugins", "--plugins", enable, "exec", "--chat", chat, "--user", user, snippet}
-	r := testutil.RunNekro(t, nil, args...)
+	r := testutil.RunNekroExamples(t, nil, args...)
 	if r.Code != 0 {
 		t.Fatalf("%s with %s in %s as %s: exit %d\n%s%s", filepath.Base(snippet), enable, chat, user, r.Code, r.Stdout, r.Stderr)
 	}
@@ -69,8 +69,8 @@ func TestKVStoreExamplesMatchTheGoPort(t *testing.T) {
 	}
 	// The values stored are the same too, as nekro kv reads them.
 	for _, k := range [][]string{{"--chat", "group_A", "last_command"}, {"--user", "U", "preferences"}} {
-		g := testutil.RunNekro(t, nil, append([]string{"--data", goData, "kv", "--plugin", goPlugin, "get"}, k...)...)
-		p := testutil.RunNekro(t, nil, append([]string{"--data", pyData, "kv", "--plugin", pyPlugin, "get"}, k...)...)
+		g := testutil.RunNekroExamples(t, nil, append([]string{"--data", goData, "kv", "--plugin", goPlugin, "get"}, k...)...)
+		p := testutil.RunNekroExamples(t, nil, append([]string{"--data", pyData, "kv", "--plugin", pyPlugin, "get"}, k...)...)
 		if g.Stdout != p.Stdout || g.Code != 0 {
 			t.Errorf("kv get %v: Go port %q, Python %q", k, g.Stdout, p.Stdout)
 		}
@@ -88,7 +88,7 @@ type execResult struct {
 
 func runJSON(t *testing.T, data, enable, code string) execResult {
 	t.Helper()
-	r := testutil.RunNekro(t, []byte(code), "--data", data, "--plugin-dir", "plugins", "--plugins", enable,
+	r := testutil.RunNekroExamples(t, []byte(code), "--data", data, "--plugin-dir", "plugins", "--plugins", enable,
 		"exec", "--chat", "group_A", "--user", "U", "--json", "-")
 	var res execResult
 	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
@@ -173,7 +173,7 @@ func TestFileExamplesAnswerAsTheGoPort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := testutil.RunNekro(t, []byte(strings.ReplaceAll(string(code), "{{URL}}", srv.URL)), "--data", data,
+	r := testutil.RunNekroExamples(t, []byte(strings.ReplaceAll(string(code), "{{URL}}", srv.URL)), "--data", data,
 		"--plugin-dir", "plugins", "--plugins", "nekro_docs.fs_doc", "exec", "--chat", "group_9", "--upload", doc, "-")
 	if r.Code != 0 {
 		t.Fatalf("exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
@@ -286,7 +286,7 @@ func execCode(t *testing.T, data, enable, chat, user, code string, extra ...stri
 	t.Helper()
 	args := append([]string{"--data", data, "--plugin-dir", "plugins", "--plugins", enable,
 		"exec", "--chat", chat, "--user", user}, extra...)
-	r := testutil.RunNekro(t, []byte(code), append(args, "-")...)
+	r := testutil.RunNekroExamples(t, []byte(code), append(args, "-")...)
 	testutil.MountVolumes(t, data)
 	if r.Code != 0 {
 		t.Fatalf("%s in %s: exit %d\n%s%s", enable, chat, r.Code, r.Stdout, r.Stderr)
@@ -297,13 +297,16 @@ func execCode(t *testing.T, data, enable, chat, user, code string, extra ...stri
 // kvGet is `nekro kv --plugin key get ARGS`: the value and exit status.
 func kvGet(t *testing.T, data, key string, args ...string) (string, int) {
 	t.Helper()
-	r := testutil.RunNekro(t, nil, append([]string{"--data", data, "kv", "--plugin", key, "get"}, args...)...)
+	r := testutil.RunNekroExamples(t, nil, append([]string{"--data", data, "kv", "--plugin", key, "get"}, args...)...)
 	return r.Stdout, r.Code
 }
 
+// kvSet is `nekro kv --plugin key set ARGS`, naming the plugins'
+// directory: nekro kv accepts a Python plugin that stored nothing yet only
+// when a --plugin-dir defines it.
 func kvSet(t *testing.T, data, key string, args ...string) {
 	t.Helper()
-	r := testutil.RunNekro(t, nil, append([]string{"--data", data, "kv", "--plugin", key, "set"}, args...)...)
+	r := testutil.RunNekroExamples(t, nil, append([]string{"--data", data, "--plugin-dir", "plugins", "kv", "--plugin", key, "set"}, args...)...)
 	if r.Code != 0 {
 		t.Fatalf("kv set %v: exit %d: %s", args, r.Code, r.Stderr)
 	}
@@ -675,7 +678,7 @@ func TestOnResetHookMatchesTheGoPort(t *testing.T) {
 		execCode(t, p.data, p.key, chat1, "u1", `print("ok")`) // nekro's database, and the plugin's start
 		kvSet(t, p.data, p.key, "--chat", chat1, "temp_cache", "a")
 		kvSet(t, p.data, p.key, "--chat", "group_2", "temp_cache", "b")
-		r := testutil.RunNekro(t, nil, "--data", p.data, "--plugin-dir", "plugins", "--plugins", p.key, "chats", "reset", chat1)
+		r := testutil.RunNekroExamples(t, nil, "--data", p.data, "--plugin-dir", "plugins", "--plugins", p.key, "chats", "reset", chat1)
 		if r.Code != 0 {
 			t.Fatalf("%s: chats reset: exit %d: %s", p.key, r.Code, r.Stderr)
 		}
@@ -697,7 +700,7 @@ func TestMigrateDataMatchesTheGoPort(t *testing.T) {
 		data := testutil.DataDir(t)
 		start := func() string {
 			t.Helper()
-			r := testutil.RunNekro(t, []byte(`print("ok")`), "--data", data, "--log-level", "info", "--plugin-dir", "plugins",
+			r := testutil.RunNekroExamples(t, []byte(`print("ok")`), "--data", data, "--log-level", "info", "--plugin-dir", "plugins",
 				"--plugins", key, "exec", "--chat", chat1, "--user", "u1", "-")
 			if r.Code != 0 || r.Stdout != "ok\n" {
 				t.Fatalf("%s: exit %d: %s%s", key, r.Code, r.Stdout, r.Stderr)
@@ -728,7 +731,7 @@ func TestMigrateDataMatchesTheGoPort(t *testing.T) {
 // does not load would be an error in the log of every other test's run.
 func TestPluginDirAtImportTime(t *testing.T) {
 	data := testutil.DataDir(t)
-	r := testutil.RunNekro(t, []byte(`print("ok")`), "--data", data, "--log-level", "info", "--plugin-dir", "importtime",
+	r := testutil.RunNekroExamples(t, []byte(`print("ok")`), "--data", data, "--log-level", "info", "--plugin-dir", "importtime",
 		"--plugins", "nekro_docs.plugindir_doc", "exec", "--chat", chat1, "-")
 	if r.Code != 0 {
 		t.Fatalf("exit %d:\n%s%s", r.Code, r.Stdout, r.Stderr)

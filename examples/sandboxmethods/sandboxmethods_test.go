@@ -34,7 +34,7 @@ type execJSON struct {
 
 func exec(t *testing.T, data, snippet string) (execJSON, testutil.Result) {
 	t.Helper()
-	r := testutil.RunNekro(t, nil, "--data", data, "exec", "--chat", "group_1", "--user", "u1", "--json",
+	r := testutil.RunNekroExamples(t, nil, "--data", data, "exec", "--chat", "group_1", "--user", "u1", "--json",
 		filepath.Join("testdata", snippet))
 	var res execJSON
 	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
@@ -92,18 +92,18 @@ func TestSeedExamples(t *testing.T) {
 func TestExecCommandLine(t *testing.T) {
 	data := testutil.DataDir(t)
 	// Code from stdin, plain output, exit status is the stop type.
-	r := testutil.RunNekro(t, []byte("print(my_sum_function(num1=40, num2=2))"), "--data", data, "exec", "--chat", "c", "-")
+	r := testutil.RunNekroExamples(t, []byte("print(my_sum_function(num1=40, num2=2))"), "--data", data, "exec", "--chat", "c", "-")
 	if r.Code != 0 || r.Stdout != "42\n" {
 		t.Errorf("stdin run: %+v", r)
 	}
-	r = testutil.RunNekro(t, []byte("while True: pass"), "--data", data, "exec", "--chat", "c", "--timeout", "1s", "-")
+	r = testutil.RunNekroExamples(t, []byte("while True: pass"), "--data", data, "exec", "--chat", "c", "--timeout", "1s", "-")
 	if r.Code != 2 || !strings.Contains(r.Stdout, "time limit") {
 		t.Errorf("timeout run: %+v", r)
 	}
 	// --upload puts the file at /app/uploads/<name>, readable, not writable.
 	up := filepath.Join(t.TempDir(), "notes.txt")
 	writeFile(t, up, "uploaded text")
-	r = testutil.RunNekro(t, []byte(`
+	r = testutil.RunNekroExamples(t, []byte(`
 print(open("/app/uploads/notes.txt").read())
 try:
     open("/app/uploads/notes.txt", "w")
@@ -114,7 +114,7 @@ except OSError as e:
 		t.Errorf("upload run: %+v", r)
 	}
 	// Missing --chat is a usage error.
-	r = testutil.RunNekro(t, []byte("pass"), "--data", data, "exec", "-")
+	r = testutil.RunNekroExamples(t, []byte("pass"), "--data", data, "exec", "-")
 	if r.Code == 0 || !strings.Contains(r.Stderr, `required flag(s) "chat" not set`) {
 		t.Errorf("missing --chat: %+v", r)
 	}
@@ -132,7 +132,7 @@ func writeFile(t *testing.T, path, content string) {
 func TestSandboxDiesWithAKilledHost(t *testing.T) {
 	data := testutil.DataDir(t)
 	marker := "nekro-host-kill-" + strconv.FormatInt(time.Now().UnixNano(), 10)
-	cmd := osexec.Command(testutil.Nekro(t), "--data", data, "exec", "--chat", "c", "-")
+	cmd := osexec.Command(testutil.NekroExamples(t), "--data", data, "exec", "--chat", "c", "-")
 	cmd.Stdin = strings.NewReader("import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', '" + marker + "'])\ntime.sleep(300)")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -162,7 +162,7 @@ func TestSandboxDiesWithAKilledHost(t *testing.T) {
 	if len(runs) != 1 {
 		t.Fatalf("runs/ holds %d entries after the kill, want the dead host's", len(runs))
 	}
-	testutil.RunNekro(t, []byte("pass"), "--data", data, "exec", "--chat", "c", "-")
+	testutil.RunNekroExamples(t, []byte("pass"), "--data", data, "exec", "--chat", "c", "-")
 	if runs, _ := os.ReadDir(filepath.Join(data, "runs")); len(runs) != 0 {
 		t.Errorf("the dead host's run directory was not cleared: %v", runs)
 	}

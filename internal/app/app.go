@@ -320,7 +320,9 @@ func choosePlugins(cfg Config, py *pyplugin.Set, mcpPlugins []*plugin.Plugin) ([
 // built-in plugin (nekro.*) also mounts: the documents' get_note and the
 // note plugin's, for instance. Named in --plugins without the built-in,
 // the example is enabled; a clash among plugins the operator named stays
-// a start-up error.
+// a start-up error. Only cmd/nekro-examples needs this (the production
+// cmd/nekro carries no examples); it stays because that binary still has
+// both the kvstore example's get_note and nekro.note's.
 func yieldToBuiltins(plugins []*plugin.Plugin, log *slog.Logger) []*plugin.Plugin {
 	builtin := map[string]string{}
 	for _, p := range plugins {

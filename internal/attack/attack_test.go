@@ -32,7 +32,7 @@ type result struct {
 // (extra[i] becomes descriptor 3+i, as a parent process would leave it).
 func nekro(t *testing.T, env []string, extra []*os.File, stdin string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(testutil.Nekro(t), args...)
+	cmd := exec.Command(testutil.NekroExamples(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.ExtraFiles = extra
 	var out, errb bytes.Buffer

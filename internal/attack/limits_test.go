@@ -182,7 +182,7 @@ except Exception as e:
 // it printed.
 func peakRSS(t *testing.T, code string, args ...string) (int64, result) {
 	t.Helper()
-	cmd := exec.Command(testutil.Nekro(t), args...)
+	cmd := exec.Command(testutil.NekroExamples(t), args...)
 	cmd.Stdin = strings.NewReader(code)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb

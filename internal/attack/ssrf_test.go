@@ -36,7 +36,7 @@ print("RESULT", cache_external_resource("http://` + addr + `:8765/secret.txt"))
 EOF
 `
 	cmd := exec.Command("unshare", "--net", "sh", "-c", script)
-	cmd.Env = append(os.Environ(), "WWW="+www, "NEKRO="+testutil.Nekro(t), "DATA="+data)
+	cmd.Env = append(os.Environ(), "WWW="+www, "NEKRO="+testutil.NekroExamples(t), "DATA="+data)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v:\n%s", err, out)

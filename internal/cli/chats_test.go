@@ -54,7 +54,7 @@ func TestChatsResetClearsHistory(t *testing.T) {
 // system message in the chat.
 func TestExecRecordsTheRunLikeATurn(t *testing.T) {
 	data := testutil.DataDir(t)
-	r := testutil.RunNekro(t, []byte(`print(send_chat_message("hello from exec"))`),
+	r := testutil.RunNekroExamples(t, []byte(`print(send_chat_message("hello from exec"))`),
 		"--data", data, "exec", "--chat", "group_9", "--user", "u1", "-")
 	if r.Code != 0 {
 		t.Fatalf("exec: %+v", r)

@@ -27,13 +27,25 @@ type Served struct {
 // test ends, or at Stop.
 func Serve(t testing.TB, data, token string, env ...string) *Served {
 	t.Helper()
+	return ServeBinary(t, Nekro(t), data, token, env...)
+}
+
+// ServeExamples is Serve with the examples binary (NekroExamples).
+func ServeExamples(t testing.TB, data, token string, env ...string) *Served {
+	t.Helper()
+	return ServeBinary(t, NekroExamples(t), data, token, env...)
+}
+
+// ServeBinary is Serve with the nekro binary bin.
+func ServeBinary(t testing.TB, bin, data, token string, env ...string) *Served {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := &Served{Addr: ln.Addr().String(), Token: token, Logs: &bytes.Buffer{}}
 	ln.Close()
-	s.cmd = exec.Command(Nekro(t), "serve", "--data", data, "--listen", s.Addr)
+	s.cmd = exec.Command(bin, "serve", "--data", data, "--listen", s.Addr)
 	s.cmd.Env = append(append(os.Environ(), "NEKRO_API_TOKEN="+token), env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.Logs, s.Logs
 	if err := s.cmd.Start(); err != nil {

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,8 +28,10 @@ import (
 	"github.com/nekro-go/nekro/internal/bench/stats"
 	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/llm/llmtest"
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/server"
+	"github.com/nekro-go/nekro/plugin"
 )
 
 // Options size the benchmark.
@@ -49,10 +52,25 @@ type Options struct {
 const pause = 20 * time.Millisecond
 
 // toolCode is the turn's script: three TOOL calls.
-const toolCode = `a = my_sum_function(1, 2)
-b = my_sum_function(a, 3)
-c = my_sum_function(b, 4)
+const toolCode = `a = bench_sum(1, 2)
+b = bench_sum(a, 3)
+c = bench_sum(b, 4)
 assert c == 10, c`
+
+// plugins are the compiled-in plugins (the production binary's: the
+// built-ins) and the bench's own, which mounts toolCode's TOOL; the bench
+// does not depend on the document examples being compiled in.
+func plugins() []*plugin.Plugin {
+	p := plugin.New(plugin.Meta{Name: "Turn bench", ModuleName: "turnbench", Author: "nekro"})
+	plugin.MountSandboxMethod(p, plugin.Method{Type: plugin.Tool, Name: "bench_sum", Doc: "Add two integers."},
+		func(_ *plugin.Ctx, a struct {
+			A int `json:"a"`
+			B int `json:"b"`
+		}) (int, error) {
+			return a.A + a.B, nil
+		})
+	return slices.Concat(pluginhost.Registered(), []*plugin.Plugin{p})
+}
 
 // Result holds the figures, for tests and callers that check goals.
 type Result struct {
@@ -87,8 +105,9 @@ func Run(ctx context.Context, w io.Writer, opt Options) (*Result, error) {
 
 	// The baseline: the same code as a bare sandboxed run, in a runtime
 	// configured as the server's (warm spares on).
+	all := plugins()
 	bareApp, err := app.Open(ctx, app.Config{DataDir: filepath.Join(opt.DataDir, "bare"), Log: opt.Log,
-		Runtime: runtime.Config{Python: opt.Python, WarmSpares: true}})
+		Runtime: runtime.Config{Python: opt.Python, WarmSpares: true, Plugins: all}})
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +129,7 @@ func Run(ctx context.Context, w io.Writer, opt Options) (*Result, error) {
 	srv, err := server.Start(ctx, server.Options{
 		Listen: "127.0.0.1:0",
 		App: app.Config{DataDir: filepath.Join(opt.DataDir, "serve"),
-			Runtime: runtime.Config{Python: opt.Python, WarmSpares: !opt.NoSpares},
+			Runtime: runtime.Config{Python: opt.Python, WarmSpares: !opt.NoSpares, Plugins: all},
 			LLM:     llm.Config{BaseURL: model.URL, Model: "instant"}},
 		Token: "bench",
 		Log:   opt.Log,

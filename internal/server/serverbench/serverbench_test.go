@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	_ "github.com/nekro-go/nekro/examples/all"
 	"github.com/nekro-go/nekro/internal/server/serverbench"
 	_ "github.com/nekro-go/nekro/plugins/all"
 )
