@@ -22,6 +22,9 @@ import (
 // token (401 without, 403 with a user's).
 func TestMetricsThroughNekroServe(t *testing.T) {
 	model, err := llmtest.Start(func(r llmtest.Request) llmtest.Reply {
+		if r.ChatKey() == "broken" {
+			return llmtest.Reply{Status: http.StatusBadRequest, Text: "no such model"} // not retried
+		}
 		return llmtest.Code(`send_msg_text(_ck, "metrics hello")`)
 	})
 	if err != nil {
@@ -80,6 +83,40 @@ func TestMetricsThroughNekroServe(t *testing.T) {
 	}
 	if v := counter(mf, "nekro_model_errors_total", nil); v != 0 {
 		t.Errorf("model errors: %v", v)
+	}
+
+	// A failing model request, a failed turn; a playground run whose
+	// method call fails (another chat's key is refused).
+	if st, body := srv.API("POST", "/api/chats/broken/messages", map[string]string{"user_id": "u1", "text": "hi"}); st != http.StatusAccepted {
+		t.Fatalf("post: %d %s", st, body)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, turns := srv.API("GET", "/api/chats/broken/turns", nil); strings.Contains(turns, `"status": "failed"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the broken turn never failed:\n%s", srv.Logs)
+		}
+	}
+	code := "try:\n    send_msg_text('someone-else', 'x')\nexcept Exception as e:\n    print(e)\n"
+	if st, body := srv.API("POST", "/api/chats/m/exec", map[string]string{"code": code}); st != http.StatusOK {
+		t.Fatalf("exec: %d %s", st, body)
+	}
+	mf = scrape(t, srv.Addr, admin)
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"nekro_model_errors_total", nil, 1},
+		{"nekro_turns_total", map[string]string{"outcome": "failed"}, 1},
+		{"nekro_turns_total", map[string]string{"outcome": "done"}, 1},
+		{"nekro_runs_total", map[string]string{"stop_type": "NORMAL"}, 2},
+		{"nekro_tool_calls_total", map[string]string{"plugin": "nekro.basic", "method": "send_msg_text", "outcome": "error"}, 1},
+	} {
+		if v := counter(mf, c.name, c.labels); v != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, v, c.want)
+		}
 	}
 	for _, kind := range []string{"prompt", "completion"} {
 		if f := mf["nekro_model_tokens_total"]; f == nil || !hasLabels(f, map[string]string{"kind": kind}) {
