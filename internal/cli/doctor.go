@@ -1,7 +1,12 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -21,6 +26,11 @@ func newDoctorCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
 			ctx := cmd.Context()
+			if version, err := checkPython(ctx, g.python, g.sandbox); err != nil {
+				return err
+			} else if version != "" {
+				fmt.Fprintf(out, "ok   python %s (Python %s)\n", g.python, version)
+			}
 			a, err := app.Open(ctx, g.config())
 			if err != nil {
 				return fmt.Errorf("data directory and plugins: %w", err)
@@ -67,4 +77,71 @@ print("python ok")`})
 			return doctorPlatforms(ctx, out) // platforms.go
 		},
 	}
+}
+
+// pythonHint ends every refusal of --python.
+const pythonHint = "set --python or NEKRO_PYTHON to a python3 (nekro doctor checks this)"
+
+// checkPythonPath is the quick part of checkPython: the interpreter exists
+// where the sandbox looks for it. The sandbox (bwrap) sees the host's /usr,
+// with /bin, /sbin, /lib and /lib64 as links into it; the docker backend's
+// interpreter is the image's, checked by running it.
+func checkPythonPath(python, backend string) error {
+	if backend == "docker" {
+		return nil
+	}
+	if !filepath.IsAbs(python) {
+		return fmt.Errorf("--python %s: not an absolute path; %s", python, pythonHint)
+	}
+	resolved, err := filepath.EvalSymlinks(python)
+	if err != nil {
+		return fmt.Errorf("--python %s: no such file inside the sandbox; %s", python, pythonHint)
+	}
+	if fi, err := os.Stat(resolved); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("--python %s: not an executable file; %s", python, pythonHint)
+	}
+	for _, p := range []string{python, resolved} {
+		if !underSandboxUsr(p) {
+			return fmt.Errorf("--python %s: outside /usr, the only programs the sandbox sees (as /usr, /bin, /sbin, /lib); %s", python, pythonHint)
+		}
+	}
+	return nil
+}
+
+// underSandboxUsr reports whether the sandbox sees the host path p at the
+// same place.
+func underSandboxUsr(p string) bool {
+	for _, dir := range []string{"/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/"} {
+		if strings.HasPrefix(p, dir) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkPython checks --python before any sandbox starts, as nekro doctor
+// does: checkPythonPath, then the file runs as a Python 3 (on the host; the
+// sandbox runs the same file). It returns the version.
+func checkPython(ctx context.Context, python, backend string) (string, error) {
+	if err := checkPythonPath(python, backend); err != nil || backend == "docker" {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-I", "-S", "-c",
+		"import sys; print('%d.%d.%d' % sys.version_info[:3]); sys.exit(sys.version_info[0] != 3)")
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	out, err := cmd.CombinedOutput()
+	version := strings.TrimSpace(string(out))
+	if err == nil && !strings.HasPrefix(version, "3.") {
+		err = errors.New("it did not print a Python 3 version")
+	}
+	if err != nil {
+		msg := version
+		if len(msg) > 200 {
+			msg = msg[:200] + "..."
+		}
+		return "", fmt.Errorf("--python %s: not a Python 3 (%v: %s); %s", python, err, msg, pythonHint)
+	}
+	return version, nil
 }

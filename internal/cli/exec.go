@@ -45,6 +45,11 @@ The exit status is 0 when the code ends normally, else its stop type:
 				return fmt.Errorf("read code: %w", err)
 			}
 			ctx := cmd.Context()
+			// The quick half of doctor's interpreter check; the rest runs
+			// only if the sandbox fails to start, not on every exec.
+			if err := checkPythonPath(g.python, g.sandbox); err != nil {
+				return err
+			}
 			a, err := app.Open(ctx, g.config())
 			if err != nil {
 				return err
@@ -78,6 +83,9 @@ The exit status is 0 when the code ends normally, else its stop type:
 			stopEvents()
 			<-echoed
 			if err != nil {
+				if _, perr := checkPython(ctx, g.python, g.sandbox); perr != nil {
+					return fmt.Errorf("%w (%v)", perr, err)
+				}
 				return err
 			}
 			out := cmd.OutOrStdout()

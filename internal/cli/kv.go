@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -36,7 +37,50 @@ func (f *kvFlags) open(cmd *cobra.Command, g *globals) (*app.App, plugin.Store, 
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := f.known(cmd, g, a); err != nil {
+		a.Close(cmd.Context())
+		return nil, nil, err
+	}
 	return a, a.Store.For(f.plugin), nil
+}
+
+// known refuses a --plugin that names no plugin: one not compiled in, not
+// defined by a --plugin-dir Python plugin, and keeping no values (a
+// misspelt key would otherwise read as empty and write where no plugin
+// looks). A plugin no longer compiled in is still reached through the
+// values it left.
+func (f *kvFlags) known(cmd *cobra.Command, g *globals, a *app.App) error {
+	var keys []string
+	for _, p := range pluginhost.Registered() {
+		if p.Key() == f.plugin {
+			return nil
+		}
+		keys = append(keys, p.Key())
+	}
+	if u, err := a.Store.Usage(cmd.Context(), f.plugin); err != nil {
+		return err
+	} else if u.Keys > 0 {
+		return nil
+	}
+	if len(g.pluginDirs) > 0 {
+		plugins, py, err := app.Plugins(cmd.Context(), g.config())
+		if py != nil {
+			defer py.Close()
+		}
+		if err != nil {
+			return err
+		}
+		for _, p := range plugins {
+			if p.Key() == f.plugin {
+				return nil
+			}
+			keys = append(keys, p.Key())
+		}
+	}
+	sort.Strings(keys)
+	keys = slices.Compact(keys)
+	return fmt.Errorf("--plugin %s: no such plugin (not compiled in, no --plugin-dir defines it, no values stored under it); known plugins: %s",
+		f.plugin, strings.Join(keys, ", "))
 }
 
 // openStore opens the store with the operator's limits (--kv-max-value,
@@ -65,7 +109,11 @@ func newKVCmd(g *globals) *cobra.Command {
 A value lives in one scope: the plugin's own (no --chat, no --user), a
 chat's (--chat), a user's across chats (--user), or a user's in one chat
 (--chat and --user). The store is the server's: the --data directory's
-nekro.db, or the PostgreSQL database of --database / NEKRO_DATABASE_URL.`,
+nekro.db, or the PostgreSQL database of --database / NEKRO_DATABASE_URL.
+
+--plugin must name a plugin compiled in, one that keeps values in the
+store (also one no longer compiled in), or a Python plugin of --plugin-dir;
+any other key is refused with the list of known ones.`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.plugin, "plugin", "", "plugin key, author.module (required)")
