@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/nekro-go/nekro/internal/llm"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -47,6 +48,9 @@ until --shutdown-timeout, then their runs are stopped.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if _, err := checkPython(ctx, g.python, g.sandbox); err != nil {
+				return err
+			}
 			if err := checkUploadLimits(uploadMaxFile, uploadMaxMessage); err != nil {
 				return err
 			}
@@ -78,7 +82,11 @@ until --shutdown-timeout, then their runs are stopped.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "nekro: serving on http://%s (data %s)\n", srv.Addr, ac.DataDir)
+			dataDir, err := filepath.Abs(ac.DataDir)
+			if err != nil {
+				dataDir = ac.DataDir
+			}
+			fmt.Fprintf(out, "nekro: serving on http://%s (data %s)\n", srv.Addr, dataDir)
 			if srv.Model != "" {
 				fmt.Fprintf(out, "nekro: model %s at %s\n", srv.Model, ac.LLM.BaseURL)
 			} else {
