@@ -55,8 +55,9 @@ func newUsersCmd(g *globals) *cobra.Command {
 		Use:   "users",
 		Short: "Manage the API's users and their tokens",
 		Long: `Users call the API with a token of their own instead of the operator's:
-they see and post in their own chats only (a chat nobody belongs to becomes
-the chat of the first user who posts to it; the operator adds others with
+they see and post in their own chats only (a new chat, with no members and
+no history, becomes the chat of the first user who posts to it; the
+operator adds users to others with
 ` + "`nekro chats members`" + `), always as themselves, and get 403 from the
 operator's calls (the playground, plugins, users). A token is shown once;
 the database keeps only its SHA-256.`,
@@ -163,8 +164,8 @@ func newChatMembersCmd(g *globals) *cobra.Command {
 		Short: "List a chat's members; --add and --remove change them",
 		Long: `List the users who belong to CHAT (they read and post in it with their
 tokens). --add USER and --remove USER (repeatable) change the members
-first. A chat left with no members becomes the chat of the next user
-who posts to it.`,
+first. Users claim only new chats (no members, no history): a chat with
+history, such as a chat platform's, is reached only through --add.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, chatKey := cmd.Context(), args[0]
@@ -192,7 +193,7 @@ who posts to it.`,
 				return err
 			}
 			if len(m) == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "chat %s has no members: the first user to post to it gets it\n", chatKey)
+				fmt.Fprintf(cmd.OutOrStdout(), "chat %s has no members (a user reaches it only when added, or by posting first to it while it has no history)\n", chatKey)
 				return nil
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "chat %s: %s\n", chatKey, strings.Join(m, " "))

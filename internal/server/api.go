@@ -61,8 +61,9 @@ const (
 // token (every call) or a user's (package users). A user's token reaches
 // only the chats the user belongs to (any other is 404 "no such chat",
 // whether it exists or not), posts as that user only (another user_id is
-// 403; a chat with no members becomes the poster's, one with other
-// members is 403), resets a chat only when its one member, sees the
+// 403; a new chat, with no members and no history, becomes the poster's;
+// any other chat is 403 until the operator adds the user), resets a
+// chat only when its one member, sees the
 // model but not the plugins in /api/status, and gets 403 from the
 // operator's calls: exec (the playground), plugins, tasks, users,
 // members. Webhooks and plugin routes take the operator's token only. A

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/keys"
 	"github.com/nekro-go/nekro/internal/users"
 )
@@ -135,10 +136,12 @@ func usersStatus(err error) int {
 // postingUser is the user a message posted to chatKey comes from, for
 // the request's identity: with the operator's token, the user id the
 // request names; with a user's token, that user, who must belong to the
-// chat or claim it when it has no members yet (403 when it has others).
-// A user token naming another user id is refused (403); naming none is
-// the same as naming its own. On refusal it writes the answer and
-// returns false.
+// chat or claim it when it is new: no members and no history (403
+// otherwise). A chat with history and no members (a chat platform's, one
+// the operator used, one whose members the operator removed) is not
+// claimed: its history would go to whoever posts first. A user token
+// naming another user id is refused (403); naming none is the same as
+// naming its own. On refusal it writes the answer and returns false.
 func (s *Server) postingUser(w http.ResponseWriter, r *http.Request, chatKey, named string) (string, bool) {
 	id := identity(r)
 	if id.Admin {
@@ -152,13 +155,19 @@ func (s *Server) postingUser(w http.ResponseWriter, r *http.Request, chatKey, na
 		writeError(w, http.StatusForbidden, "this token is %s's: it posts as %s only (leave user_id out)", id.UserID, id.UserID)
 		return "", false
 	}
-	member, err := s.users.Claim(r.Context(), chatKey, id.UserID)
+	member, err := s.users.IsMember(r.Context(), chatKey, id.UserID)
+	if err == nil && !member {
+		var last []chat.Message
+		if last, err = s.chats.History(r.Context(), chatKey, 1); err == nil && len(last) == 0 {
+			member, err = s.users.Claim(r.Context(), chatKey, id.UserID)
+		}
+	}
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "%v", err)
 		return "", false
 	}
 	if !member {
-		writeError(w, http.StatusForbidden, "chat %s belongs to other users: ask the operator to add you (nekro chats members %s --add %s)", chatKey, chatKey, id.UserID)
+		writeError(w, http.StatusForbidden, "chat %s is not yours (it has other members, or history): ask the operator to add you (nekro chats members %s --add %s)", chatKey, chatKey, id.UserID)
 		return "", false
 	}
 	return id.UserID, true

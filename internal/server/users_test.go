@@ -85,6 +85,12 @@ func TestUserTokensThroughNekroServe(t *testing.T) {
 	}
 	call("GET", "/api/chats/alice-chat/uploads/planted.txt", admin, nil, http.StatusNotFound)
 	call("POST", "/api/chats/alice-chat/reset", bob, nil, http.StatusNotFound)
+	// A chat with history and no members (the operator's, a chat
+	// platform's) is not claimed by whoever posts first: its history
+	// stays out of reach.
+	call("POST", "/api/chats/ops-chat/exec", admin, map[string]string{"code": `send_msg_text(_ck, "operator secret")`}, http.StatusOK)
+	call("POST", "/api/chats/ops-chat/messages", bob, map[string]string{"text": "mine now?"}, http.StatusForbidden)
+	call("GET", "/api/chats/ops-chat/messages", bob, nil, http.StatusNotFound)
 	if out := call("GET", "/api/chats", bob, nil, http.StatusOK); strings.Contains(out, "alice-chat") {
 		t.Errorf("bob lists alice's chat: %s", out)
 	}

@@ -298,6 +298,8 @@ func (s *Store) IsMember(ctx context.Context, chatKey, userID string) (bool, err
 // Claim makes the user the chat's member when the chat has no members
 // (a user's own new chat is theirs), and reports whether the user is a
 // member afterwards. Of users claiming an empty chat at once, one wins.
+// Whether a chat may be claimed at all (the server: only one without
+// history) is the caller's decision.
 func (s *Store) Claim(ctx context.Context, chatKey, userID string) (bool, error) {
 	if err := keys.Scope("chat", chatKey); err != nil {
 		return false, err
@@ -342,8 +344,8 @@ func (s *Store) AddMember(ctx context.Context, chatKey, userID string) error {
 }
 
 // RemoveMember takes the user out of the chat; it reports whether the
-// user was a member. A chat left with no members is claimed again by the
-// next user who posts to it.
+// user was a member. A chat left with no members can be claimed again
+// (the server claims only chats without history).
 func (s *Store) RemoveMember(ctx context.Context, chatKey, userID string) (bool, error) {
 	res, err := s.w.ExecContext(ctx, `DELETE FROM chat_members WHERE chat_key = $1 AND user_id = $2`, chatKey, userID)
 	if err != nil {
