@@ -77,9 +77,10 @@ func (a *Adapter) serveConn(ctx context.Context, h adapter.Host, ws *websocket.C
 	events := make(chan event, 256)
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); c.handleEvents(ctx, events) }()
+	// Events wait for the bot's identity (at most the action timeout):
+	// a message's @ of the bot is written with the bot's nickname.
+	go func() { defer wg.Done(); c.identify(ctx); c.handleEvents(ctx, events) }()
 	go func() { defer wg.Done(); c.watchdog(ctx, cancel) }()
-	go c.identify(ctx)
 
 	err := c.readLoop(ctx, events)
 	cancel()
