@@ -178,6 +178,9 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	a.Chats.UseLayout(a.Runtime.Layout()) // attachments land in the chats' mounted, bounded volumes
+	if ms != nil {
+		ms.Attach(a.Runtime) // a server's changed tools list replaces its plugin while nekro runs
+	}
 	a.closers = append(a.closers, func(ctx context.Context) error {
 		// Cleanup hooks run even when the agent used up ctx's time.
 		return a.Runtime.Close(context.WithoutCancel(ctx))

@@ -24,6 +24,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/nekro-go/nekro/internal/pluginhost"
+	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -110,6 +111,28 @@ func Load(ctx context.Context, opts Options) (*Set, error) {
 	return set, nil
 }
 
+// Attach lets the servers' tools lists change the runtime's plugins while
+// it runs: when a server says its tools changed
+// (notifications/tools/list_changed) or lists other tools after a
+// restart, its plugin mcp.NAME is rebuilt from the new list and replaces
+// the old one (runtime.ReplacePlugin): the next runs' stubs and prompts,
+// the API's plugin lists and /mcp offer the new tools; a run in progress
+// keeps its own. Plugins holds the plugins as loaded, not the
+// replacements. A change seen before Attach is applied by it.
+func (s *Set) Attach(rt *runtime.Runtime) {
+	keys := make([]string, len(s.Plugins))
+	for i, p := range s.Plugins {
+		keys[i] = p.Key()
+	}
+	rt.Registry().Dynamic(keys...)
+	for _, c := range s.conns {
+		c.mu.Lock()
+		c.replace = rt.ReplacePlugin
+		c.mu.Unlock()
+		c.remount()
+	}
+}
+
 // Close stops every server still running.
 func (s *Set) Close() error {
 	var wg sync.WaitGroup
@@ -138,7 +161,15 @@ type conn struct {
 	started  time.Time
 	closed   bool
 	live     map[string]bool // tools the running server lists; nil until listed
-	mounted  map[string]string
+	// replace puts a rebuilt plugin in the runtime (Set.Attach); nil
+	// before.
+	replace func(*plugin.Plugin) error
+
+	// remountMu serialises relists and remounts; the fields below are
+	// guarded by it.
+	remountMu sync.Mutex
+	latest    state  // the newest tools list seen
+	builtFrom []byte // the tools list and version the mounted plugin was built from
 }
 
 func newConn(spec ServerSpec, stateDir string, log *slog.Logger) *conn {
@@ -187,7 +218,24 @@ func (c *conn) load(ctx context.Context) (*plugin.Plugin, error) {
 		c.setLive(tools)
 		c.writeState(st)
 	}
-	return c.build(st)
+	p, err := c.build(st)
+	if err != nil {
+		return nil, err
+	}
+	c.remountMu.Lock()
+	c.latest, c.builtFrom = st, stateKey(st)
+	c.remountMu.Unlock()
+	return p, nil
+}
+
+// stateKey is what decides whether a plugin must be rebuilt: the tools
+// and the server's version.
+func stateKey(st state) []byte {
+	b, _ := json.Marshal(struct {
+		V string
+		T []*mcp.Tool
+	}{st.Version, st.Tools})
+	return b
 }
 
 func (c *conn) readState() (state, bool) {
@@ -241,7 +289,7 @@ func (c *conn) build(st state) (*plugin.Plugin, error) {
 	tools := append([]*mcp.Tool(nil), st.Tools...)
 	sort.Slice(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
 	used := map[string]bool{}
-	c.mounted = map[string]string{}
+	mounted := map[string]string{} // method -> tool
 	for _, t := range tools {
 		if t == nil || t.Name == "" {
 			continue
@@ -274,13 +322,13 @@ func (c *conn) build(st state) (*plugin.Plugin, error) {
 			c.log.Warn("MCP tool left out", "tool", t.Name, "err", err)
 			continue
 		}
-		c.mounted[name] = t.Name
+		mounted[name] = t.Name
 	}
 	p.OnCollectMethods(func(*plugin.Ctx) []string {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		var names []string
-		for method, tool := range c.mounted {
+		for method, tool := range mounted {
 			if c.live == nil || c.live[tool] {
 				names = append(names, method)
 			}
@@ -451,15 +499,18 @@ func (c *conn) ended(s *mcp.ClientSession, err error) {
 	c.log.Warn("MCP server ended: it is started again at the next call", "err", err, "backoff", backoff(c.failures))
 }
 
-// relist records the tools the running server lists: the methods of
-// tools it no longer lists leave the next runs' stubs and prompt at
-// once; the tools list is kept, so new or changed tools are mounted
-// when nekro next starts (`nekro exec`: its next run).
+// relist records the tools the running server lists (after each start,
+// and when it says they changed): the methods of tools it no longer lists
+// leave the next runs' stubs and prompt at once, the list is kept in the
+// state file for the next starts of nekro, and the plugin is rebuilt and
+// replaced once attached to a runtime (remount).
 func (c *conn) relist(s *mcp.ClientSession) {
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 	defer cancel()
+	c.remountMu.Lock() // one list at a time, so an older one never wins
 	tools, err := listTools(ctx, s)
 	if err != nil {
+		c.remountMu.Unlock()
 		c.log.Warn("MCP server's tools could not be listed", "err", err)
 		return
 	}
@@ -468,15 +519,38 @@ func (c *conn) relist(s *mcp.ClientSession) {
 	if r := s.InitializeResult(); r != nil && r.ServerInfo != nil {
 		st.Version = r.ServerInfo.Version
 	}
-	old, _ := c.readState()
-	ob, _ := json.Marshal(old.Tools)
-	nb, _ := json.Marshal(tools)
-	if string(ob) != string(nb) {
+	c.latest = st
+	if old, _ := c.readState(); string(stateKey(old)) != string(stateKey(st)) {
 		c.writeState(st)
-		if old.Tools != nil {
-			c.log.Info("MCP server's tools changed: removed ones are hidden now, new or changed ones are mounted when nekro next starts")
-		}
 	}
+	c.remountMu.Unlock()
+	c.remount()
+}
+
+// remount rebuilds the plugin from the newest tools list and puts it in
+// the runtime, if the list differs from the mounted plugin's and a
+// runtime is attached. A plugin that cannot replace the old one (a method
+// name another plugin has) is logged, and the old one stays.
+func (c *conn) remount() {
+	c.remountMu.Lock()
+	defer c.remountMu.Unlock()
+	c.mu.Lock()
+	replace, closed := c.replace, c.closed
+	c.mu.Unlock()
+	key := stateKey(c.latest)
+	if replace == nil || closed || c.latest.Tools == nil || string(key) == string(c.builtFrom) {
+		return
+	}
+	p, err := c.build(c.latest)
+	if err == nil {
+		err = replace(p)
+	}
+	if err != nil {
+		c.log.Error("MCP server's tools changed but cannot be mounted: the runs keep the old ones", "err", err)
+		return
+	}
+	c.builtFrom = key
+	c.log.Info("MCP server's tools changed: the next runs offer them", "tools", len(c.latest.Tools))
 }
 
 func (c *conn) setLive(tools []*mcp.Tool) {

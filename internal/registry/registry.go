@@ -30,6 +30,7 @@ type Registry struct {
 	disabled map[string]string // plugin key -> reason (its init failed)
 	off      map[string]bool   // turned off by the operator
 	inited   map[string]bool   // init hooks ran and succeeded
+	dynamic  map[string]bool   // plugins whose methods may be replaced (Replace)
 }
 
 // New builds a registry of the given plugins. Two enabled plugins that
@@ -39,7 +40,7 @@ func New(plugins []*plugin.Plugin, log *slog.Logger) (*Registry, error) {
 		log = slog.Default()
 	}
 	r := &Registry{log: log, methods: map[string]*pluginhost.MethodInfo{}, disabled: map[string]string{},
-		off: map[string]bool{}, inited: map[string]bool{}}
+		off: map[string]bool{}, inited: map[string]bool{}, dynamic: map[string]bool{}}
 	sorted := append([]*plugin.Plugin(nil), plugins...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Key() < sorted[j].Key() })
 	var errs []error
@@ -64,6 +65,69 @@ func New(plugins []*plugin.Plugin, log *slog.Logger) (*Registry, error) {
 		return nil, errors.Join(errs...)
 	}
 	return r, nil
+}
+
+// Dynamic lets Replace change the methods of the plugins with these keys
+// while the runtime runs (an MCP server's tools). Other plugins' methods
+// are fixed: a compiled-in plugin is never swapped by mistake.
+func (r *Registry) Dynamic(keys ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range keys {
+		r.dynamic[k] = true
+	}
+}
+
+// Replace puts p in the place of the registered plugin with p's key, which
+// Dynamic must have named: from now on Plugins, Methods and Method give p
+// and p's methods (the next runs' stubs and prompts), while what callers
+// already hold of the old plugin stays as it was (a run in progress keeps
+// its set). Plugins are never changed in place, so readers need no more
+// than the registry's lock. The key's state (enabled, turned off, init
+// done) carries over; p's init hooks do not run. A method name p shares
+// with another plugin is an error and nothing changes. It returns the
+// plugin p replaced.
+func (r *Registry) Replace(p *plugin.Plugin) (*plugin.Plugin, error) {
+	key := p.Key()
+	news := pluginhost.Methods(p)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.find(key)
+	if old == nil {
+		return nil, fmt.Errorf("no plugin %s in this runtime to replace", key)
+	}
+	if !r.dynamic[key] {
+		return nil, fmt.Errorf("plugin %s has a fixed set of methods: only dynamic plugins (MCP servers) can be replaced", key)
+	}
+	var errs []error
+	seen := map[string]bool{}
+	for _, m := range news {
+		if seen[m.Name] {
+			errs = append(errs, fmt.Errorf("plugin %s mounts method %q twice", key, m.Name))
+		}
+		seen[m.Name] = true
+		if other, ok := r.methods[m.Name]; ok && other.Plugin().Key() != key {
+			errs = append(errs, fmt.Errorf("method name %q is mounted by both plugin %s and plugin %s; disable one of them",
+				m.Name, other.Plugin().Key(), key))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	for name, m := range r.methods {
+		if m.Plugin().Key() == key {
+			delete(r.methods, name)
+		}
+	}
+	for _, m := range news {
+		r.methods[m.Name] = m
+	}
+	for i := range r.plugins {
+		if r.plugins[i] == old {
+			r.plugins[i] = p
+		}
+	}
+	return old, nil
 }
 
 // Plugins returns the enabled plugins, sorted by key.

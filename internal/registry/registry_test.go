@@ -93,3 +93,77 @@ func TestChannelResetRunsEveryPlugin(t *testing.T) {
 		t.Errorf("seen %v err %v", seen, err)
 	}
 }
+
+// Replace swaps a dynamic plugin's methods for the next lookups while what
+// a caller holds stays as it was; it refuses fixed plugins, clashes with
+// another plugin's names, and keeps the key's operator state. Concurrent
+// readers see the old set or the new one (go test -race).
+func TestReplaceSwapsADynamicPluginsMethods(t *testing.T) {
+	old := withMethod("mcp", "srv", "srv_a", plugin.Tool)
+	other := withMethod("a", "other", "taken", plugin.Tool)
+	r, err := registry.New([]*plugin.Plugin{old, other}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Init(context.Background())
+	held := r.Methods()
+	if _, err := r.Replace(withMethod("mcp", "srv", "srv_b", plugin.Tool)); err == nil || !strings.Contains(err.Error(), "fixed set of methods") {
+		t.Fatalf("a plugin not marked dynamic was replaced: %v", err)
+	}
+	r.Dynamic("mcp.srv")
+	if _, err := r.Replace(withMethod("mcp", "srv", "taken", plugin.Tool)); err == nil || !strings.Contains(err.Error(), "a.other") {
+		t.Fatalf("a clash with another plugin's method: %v", err)
+	}
+	if _, err := r.Method("srv_a"); err != nil {
+		t.Fatalf("a refused replacement changed the registry: %v", err)
+	}
+
+	stop := make(chan struct{})
+	readers := make(chan struct{})
+	go func() {
+		defer close(readers)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ms := r.Methods()
+			if len(ms) != 2 || r.RenderMethods() == "" {
+				t.Errorf("a reader saw %d methods", len(ms))
+				return
+			}
+		}
+	}()
+	repl := withMethod("mcp", "srv", "srv_b", plugin.Tool)
+	if got, err := r.Replace(repl); err != nil || got != old {
+		t.Fatalf("replace: %v (returned %v)", err, got)
+	}
+	close(stop)
+	<-readers
+	if _, err := r.Method("srv_a"); err == nil {
+		t.Error("the replaced plugin's method is still found")
+	}
+	if m, err := r.Method("srv_b"); err != nil || m.Plugin() != repl {
+		t.Errorf("the new method: %v", err)
+	}
+	if p, err := r.Plugin("mcp.srv"); err != nil || p != repl {
+		t.Errorf("Plugin(mcp.srv) after replace: %v", err)
+	}
+	var names []string
+	for _, m := range held {
+		names = append(names, m.Plugin().Key()+":"+m.Name)
+	}
+	if strings.Join(names, ",") != "a.other:taken,mcp.srv:srv_a" {
+		t.Errorf("what a caller held changed: %v", names)
+	}
+	if _, err := r.SetEnabled(context.Background(), "mcp.srv", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Replace(withMethod("mcp", "srv", "srv_c", plugin.Tool)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Method("srv_c"); err == nil || !strings.Contains(err.Error(), "operator disabled") {
+		t.Errorf("a turned-off plugin came back on by being replaced: %v", err)
+	}
+}

@@ -248,7 +248,8 @@ func (rt *Runtime) release(ctx context.Context, pr *preparedRun, req ExecRequest
 }
 
 // runMethods limits a run to the methods it was given at start, and only
-// while their plugin stays enabled.
+// while their plugin stays enabled. A dynamic plugin replaced since the
+// run started (ReplacePlugin) still answers with the run's own method.
 type runMethods struct {
 	rt      *Runtime
 	allowed []*pluginhost.MethodInfo
@@ -256,13 +257,25 @@ type runMethods struct {
 
 func (r runMethods) Method(name string) (*pluginhost.MethodInfo, error) {
 	m, err := r.rt.registry.Method(name)
-	if err != nil {
-		return nil, err
-	}
 	for _, a := range r.allowed {
+		if a.Name != name {
+			continue
+		}
 		if a == m {
 			return m, nil
 		}
+		if m != nil && m.Plugin().Key() != a.Plugin().Key() {
+			break
+		}
+		// Replaced or removed since the run started: the run's own
+		// method, while its plugin stays enabled.
+		if _, perr := r.rt.registry.Plugin(a.Plugin().Key()); perr == nil {
+			return a, nil
+		}
+		break
+	}
+	if err != nil {
+		return nil, err
 	}
 	return nil, fmt.Errorf("method %q is not enabled for this run", name)
 }

@@ -52,12 +52,15 @@ func (rt *Runtime) DiscardSpares(chatKey string) {
 
 // spareKey is what a warm spare must match to serve a run: the chat, the
 // limits the sandbox was started with (the time limit is the host's and
-// may differ) and the methods its stubs offer.
+// may differ) and the methods its stubs offer, each by identity: a method
+// a dynamic plugin replaced (runtime.ReplacePlugin) under the same name,
+// with another signature, is another method. (A spare holds its methods,
+// so their addresses are not reused while it waits.)
 func spareKey(chatKey string, l sandbox.Limits, methods []*pluginhost.MethodInfo) string {
 	l.Timeout = 0
 	var b strings.Builder
 	for _, m := range methods {
-		b.WriteString(m.Plugin().Key() + "." + m.Name + ",")
+		fmt.Fprintf(&b, "%s.%s@%p,", m.Plugin().Key(), m.Name, m)
 	}
 	return fmt.Sprintf("%s\x00%+v\x00%s", chatKey, l, b.String())
 }
