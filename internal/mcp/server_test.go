@@ -198,3 +198,85 @@ func keysOf[V any](m map[string]V) []string {
 	}
 	return out
 }
+
+// /mcp with a user's token (nekro serve, the users of POST /api/users):
+// the session sees the chats the user is a member of, every call is that
+// user's (a user-scoped value lands in the user's scope), a chat the user
+// is not in is 404 as for the rest of the API, ?user= cannot make the
+// calls another user's, and the token stops working when the user is
+// removed. (The kvstore example's methods keep values in the caller's
+// user scope.)
+func TestHTTPServerWithAUsersToken(t *testing.T) {
+	data := testutil.DataDir(t)
+	srv := testutil.ServeExamples(t, data, "op-token", "NEKRO_PLUGINS=nekro_examples.kvstore")
+	st, body := srv.API("POST", "/api/users", map[string]any{"user_id": "u1", "name": "User One"})
+	var u struct {
+		Token string `json:"token"`
+	}
+	if json.Unmarshal([]byte(body), &u); st != http.StatusCreated || u.Token == "" {
+		t.Fatalf("POST /api/users: %d %s", st, body)
+	}
+	if st, body := srv.API("PUT", "/api/chats/c1/members/u1", nil); st != http.StatusOK {
+		t.Fatalf("add u1 to c1: %d %s", st, body)
+	}
+
+	initialize := map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+		"params": map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
+			"clientInfo": map[string]any{"name": "test", "version": "1"}}}
+	if st, body := srv.Call("POST", "/mcp?chat=c2", u.Token, initialize); st != http.StatusNotFound || !strings.Contains(body, "c2") {
+		t.Errorf("/mcp in a chat u1 is not a member of: %d %s", st, body)
+	}
+	if st, body := srv.Call("POST", "/mcp?chat=c1&user=u2", u.Token, initialize); st != http.StatusForbidden || !strings.Contains(body, "u1") {
+		t.Errorf("/mcp with a user token naming another user: %d %s", st, body)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + srv.Addr + "/mcp?chat=c1&user=u1", // its own id may be named
+		HTTPClient: &http.Client{Transport: bearer{u.Token}}}, nil)
+	if err != nil {
+		t.Fatalf("connect with u1's token: %v\n%s", err, srv.Logs)
+	}
+	defer sess.Close()
+	ts := tools(t, sess)
+	for _, name := range []string{"save_preference", "add_note"} {
+		if _, ok := ts[name]; !ok {
+			t.Errorf("%s not listed for u1 in c1: %v", name, keysOf(ts))
+		}
+	}
+	if res, text := call(t, sess, "save_preference", map[string]any{"key": "color", "value": "teal"}); res.IsError {
+		t.Fatalf("save_preference as u1: %s", text)
+	}
+	if res, text := call(t, sess, "add_note", map[string]any{"note_id": "n1", "title": "from-mcp", "content": "noted by u1"}); res.IsError {
+		t.Fatalf("add_note as u1: %s", text)
+	}
+	// A BEHAVIOR result is recorded in c1, which the user reads with the
+	// same token.
+	if st, body := srv.Call("GET", "/api/chats/c1/messages", u.Token, nil); st != http.StatusOK || !strings.Contains(body, "from-mcp") {
+		t.Errorf("c1's history as u1: %d %s", st, body)
+	}
+
+	if st, body := srv.API("DELETE", "/api/users/u1", nil); st != http.StatusOK {
+		t.Fatalf("remove u1: %d %s", st, body)
+	}
+	if _, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "get_preference", Arguments: map[string]any{"key": "color"}}); err == nil {
+		t.Error("a removed user's MCP session still calls")
+	}
+	srv.Stop()
+
+	kv := func(user, key string) testutil.Result {
+		return testutil.RunNekroExamples(t, nil, "--data", data, "kv", "--plugin", "nekro_examples.kvstore", "--user", user, "get", key)
+	}
+	if r := kv("u1", "color"); r.Code != 0 || !strings.Contains(r.Stdout, "teal") {
+		t.Errorf("u1's preference: %d %q %q", r.Code, r.Stdout, r.Stderr)
+	}
+	if r := kv("u1", "all_notes"); r.Code != 0 || !strings.Contains(r.Stdout, "from-mcp") {
+		t.Errorf("u1's notes: %d %q %q", r.Code, r.Stdout, r.Stderr)
+	}
+	for _, key := range []string{"color", "all_notes"} {
+		if r := kv("u2", key); r.Code != 1 || r.Stdout != "" {
+			t.Errorf("u2 has u1's %s: %d %q", key, r.Code, r.Stdout)
+		}
+	}
+}
