@@ -168,6 +168,9 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 
 	rc := cfg.Runtime
+	if rc.PythonIndex == "" { // pip install in runs uses the same index
+		rc.PythonIndex = cfg.PythonIndex
+	}
 	rc.DataDir, rc.DB, rc.Store, rc.Plugins = cfg.DataDir, a.DB, a.Store, plugins
 	a.Metrics = metrics.New()
 	rc.Observer = a.Metrics

@@ -128,7 +128,7 @@ func (g *globals) define(fs *pflag.FlagSet, name string) {
 			"directory of Python plugins (*.py files and packages defining 'plugin'); repeatable (env NEKRO_PLUGIN_DIR, paths joined by :)")
 	case "python-index":
 		fs.StringVar(&g.pythonIndex, name, g.pythonIndex,
-			"where Python plugins' missing packages are installed from: a package index URL, or a directory of wheels"+env)
+			"where Python plugins' missing packages and the sandbox's pip install come from: a package index URL, or a directory of wheels"+env)
 	case "mcp-config":
 		fs.StringVar(&g.mcpConfig, name, g.mcpConfig,
 			`file of MCP servers, each a plugin mcp.NAME: {"mcpServers": {"NAME": {"command","args","env"} or {"url","headers"}}}`+env)

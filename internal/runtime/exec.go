@@ -256,6 +256,9 @@ type runMethods struct {
 }
 
 func (r runMethods) Method(name string) (*pluginhost.MethodInfo, error) {
+	if name == sandbox.PipMethod { // the run's pip (see pip.go)
+		return r.rt.pip, nil
+	}
 	m, err := r.rt.registry.Method(name)
 	for _, a := range r.allowed {
 		if a.Name != name {

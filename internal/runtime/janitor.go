@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/nekro-go/nekro/internal/sandbox"
 )
 
 // janitor empties the shared directories of sandboxes idle for
@@ -107,6 +109,9 @@ func (j *janitor) sweepOne(now time.Time, root string, e os.DirEntry) {
 		j.rt.DiscardSpares(chatKey)
 	}
 	for _, f := range files {
+		if f.Name() == sandbox.PackagesDirName {
+			continue // the chat's installed packages stay (its quota bounds them)
+		}
 		os.RemoveAll(filepath.Join(dir, f.Name()))
 	}
 	j.last[key] = now

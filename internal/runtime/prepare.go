@@ -59,6 +59,9 @@ func (rt *Runtime) prepare(ctx context.Context, chatKey string, limits sandbox.L
 		"api_caller.py": apiCaller,
 		"chat_key":      []byte(chatKey),
 	}
+	for name, b := range stub.PipShim() {
+		runFiles[name] = b
+	}
 	cfg := rpc.Config{
 		Methods:     runMethods{rt: rt, allowed: pr.methods},
 		CallTimeout: rt.cfg.CallTimeout,
@@ -110,7 +113,14 @@ func (rt *Runtime) prepareRunDir(pr *preparedRun, runFiles map[string][]byte, cf
 		return err
 	}
 	for name, content := range runFiles {
-		if err := os.WriteFile(filepath.Join(pr.dir, name), content, 0o644); err != nil {
+		mode := os.FileMode(0o644)
+		if strings.HasPrefix(name, "bin/") { // nekro's pip command
+			mode = 0o755
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(pr.dir, name)), 0o755); err != nil {
+			return fail(fmt.Errorf("write %s: %w", name, err))
+		}
+		if err := os.WriteFile(filepath.Join(pr.dir, name), content, mode); err != nil {
 			return fail(fmt.Errorf("write %s: %w", name, err))
 		}
 	}

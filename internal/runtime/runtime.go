@@ -108,6 +108,11 @@ type Config struct {
 	FireTimers bool
 	// Observer, when set, is told how every run ended (nekro's metrics).
 	Observer RunObserver
+	// PythonIndex is where `pip install` in a run installs from, into the
+	// chat's package layer (--python-index): an http(s) URL of a package
+	// index or a directory of wheels. Empty: pip install says how to set
+	// one. See sandbox.PackagesDir.
+	PythonIndex string
 }
 
 // Defaults of the disk a chat and a plugin may take.
@@ -146,6 +151,7 @@ type Runtime struct {
 	pkgOnce   sync.Once
 	pkgs      []sandbox.Package // the sandbox's well-known packages (Packages)
 	pkgErr    error
+	pip       *pluginhost.MethodInfo // the host's side of pip install (sandbox.PipMethod)
 }
 
 // OnPush sets what plugins' Plugin.PushSystem calls (the agent's
@@ -181,6 +187,11 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		cfg.MaxConcurrentRuns = 8
 	}
 	cfg.Limits = cfg.Limits.WithDefaults()
+	index, err := pythonIndex(cfg.PythonIndex)
+	if err != nil {
+		return nil, err
+	}
+	cfg.PythonIndex = index
 	layout, err := files.NewLayout(cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -195,6 +206,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	rt := &Runtime{cfg: cfg, layout: layout, registry: reg, log: cfg.Log, store: cfg.Store,
 		runSlots: make(chan struct{}, cfg.MaxConcurrentRuns)}
+	rt.pip = rt.newPipMethod()
 	rt.runner = cfg.Runner
 	if rt.runner == nil {
 		switch cfg.Sandbox {

@@ -207,8 +207,9 @@ func (r *Runner) Args(spec sandbox.Spec) []string {
 		a = append(a, "--ro-bind", spec.RunDir, "/app/.nekro")
 	}
 	for i, name := range fileNames(spec) {
-		a = append(a, "--ro-bind-data", strconv.Itoa(fdFiles+i), "/app/.nekro/"+name)
+		a = append(a, fileArgs(fdFiles+i, name)...)
 	}
+	a = append(a, runEnvArgs()...)
 	if len(r.Seccomp) > 0 {
 		a = append(a, "--seccomp", strconv.Itoa(fdSeccomp))
 	}
@@ -225,6 +226,22 @@ func (r *Runner) Args(spec sandbox.Spec) []string {
 	return append(a, r.Python, "-I", "-B", "-u", "/app/.nekro/boot.py",
 		strconv.FormatInt(l.MemoryBytes, 10), strconv.FormatInt(l.FileBytes, 10), strconv.Itoa(l.Processes),
 		strconv.Itoa(fdRelease), strconv.Itoa(fdReady), strconv.Itoa(conn))
+}
+
+// fileArgs places one of Spec.Files, read from descriptor fd; those under
+// bin/ (nekro's pip command) are executable.
+func fileArgs(fd int, name string) []string {
+	a := []string{"--ro-bind-data", strconv.Itoa(fd), "/app/.nekro/" + name}
+	if strings.HasPrefix(name, "bin/") {
+		a = append([]string{"--perms", "0555"}, a...)
+	}
+	return a
+}
+
+// runEnvArgs puts nekro's pip (stub.PipShim) ahead of the system's in a
+// run's PATH and PYTHONPATH.
+func runEnvArgs() []string {
+	return []string{"--setenv", "PATH", sandbox.RunPath, "--setenv", "PYTHONPATH", sandbox.RunPythonPath}
 }
 
 // shareNet turns systemArgs' leading --unshare-all into one that keeps

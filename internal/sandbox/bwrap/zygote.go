@@ -453,8 +453,9 @@ func (z *zygote) serve(spec sandbox.Spec) error {
 		}
 		closeAfter = append(closeAfter, f)
 		extra = append(extra, f)
-		a = append(a, "--ro-bind-data", strconv.Itoa(6+i), "/app/.nekro/"+name)
+		a = append(a, fileArgs(6+i, name)...)
 	}
+	a = append(a, runEnvArgs()...)
 	a = append(a, "--chdir", "/app", "--cap-drop", "ALL",
 		"--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP", "--cap-add", "CAP_NET_ADMIN", "--remount-ro", "/")
 	if l.Network {

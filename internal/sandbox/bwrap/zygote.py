@@ -20,6 +20,7 @@
 #
 # argv: zygote.py CONFIG_JSON; the strict filter is read from fd 4.
 import ctypes
+import importlib
 import json
 import os
 import signal
@@ -117,11 +118,35 @@ sys.path.insert(0, "/app/.nekro")
 import api_caller  # noqa: E402
 
 sys.path.remove("/app/.nekro")
+api_caller._prepare_run()  # nekro's pip, the chat's package layer, before the preloads
 for mod in CFG.get("preload", []):
     try:
         __import__(mod)
     except Exception:  # noqa: BLE001 - not installed or broken: runs import it themselves
         pass
+
+
+def _warm_matplotlib():
+    """Draw once, off screen: a run's first chart then finds the backend,
+    the fonts and the text layout caches loaded (about half a chart's
+    time). Nothing of it stays visible: the figure is closed, rcParams are
+    untouched, and this zygote serves one chat only."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    try:
+        import io
+
+        fig = plt.figure()
+        plt.plot([1, 2, 3])
+        plt.title("warm-up")
+        fig.savefig(io.BytesIO(), format="png")
+        plt.close("all")
+    except Exception:  # noqa: BLE001 - a run will meet the same error itself
+        pass
+
+
+_warm_matplotlib()
 import gc  # noqa: E402
 import linecache  # noqa: E402,F401 - used by every traceback
 import traceback  # noqa: E402,F401
@@ -183,6 +208,9 @@ def _run_c2(sock, status_w):
         os.dup2(null, 0)
         os.close(null)
         api_caller._CONN_FD = 3
+        # Packages the chat installed since the zygote started (its layer
+        # changed under the finders' caches) import like the rest.
+        importlib.invalidate_caches()
         src = b"".join(chunks).decode("utf-8", "replace")
     except BaseException:  # noqa: BLE001 - a broken spare must not run anything
         os._exit(125)

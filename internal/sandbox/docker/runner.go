@@ -139,6 +139,8 @@ func (r *Runner) Args(spec sandbox.Spec, name string) []string {
 		"--memory", strconv.FormatInt(l.MemoryBytes, 10), "--memory-swap", strconv.FormatInt(l.MemoryBytes, 10),
 		"--ulimit", fmt.Sprintf("fsize=%d", l.FileBytes), "--ulimit", "nofile=1024", "--ulimit", "core=0",
 		"--env", "HOME=/tmp", "--env", "LANG=C.UTF-8", "--env", "MPLCONFIGDIR=/tmp/.matplotlib", "--env", "MPLBACKEND=Agg",
+		// nekro's pip answers pip install (the host refuses it on this backend, saying so).
+		"--env", "PATH=" + sandbox.RunPath, "--env", "PYTHONPATH=" + sandbox.RunPythonPath,
 		"-v", spec.SharedDir + ":/app/shared:rw",
 		"-v", spec.UploadsDir + ":/app/uploads:ro",
 		"-v", spec.RunDir + ":/app/.nekro:ro",

@@ -57,7 +57,7 @@ def _run():
     import api_caller
 
     sys.path.remove("/app/.nekro")
-    api_caller._CONN_FD = conn_fd
+    api_caller._prepare_run()
     # Ready: wait until the host releases the run (fd 3). A warm spare waits
     # here until a run claims it; the code is in place once released.
     import os
@@ -79,10 +79,16 @@ def _run():
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
-    # Only stdin, stdout, stderr and the RPC control socket stay open.
+    # Only stdin, stdout, stderr and the RPC control socket stay open, the
+    # socket as descriptor 3 (as in a zygote's runs), inheritable: the pip
+    # of a program the code starts finds it there.
     if conn_fd >= 3:
         os.closerange(3, conn_fd)
         os.closerange(conn_fd + 1, 1 << 20)
+        if conn_fd != 3:
+            os.dup2(conn_fd, 3)
+            os.close(conn_fd)
+        api_caller._CONN_FD = 3
     else:
         os.closerange(3, 1 << 20)
     with open("/app/.nekro/chat_key", encoding="utf-8") as f:

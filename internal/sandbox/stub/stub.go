@@ -26,6 +26,30 @@ var tmpl = template.Must(template.New("api_caller").Parse(apiCallerTmpl))
 // Boot returns boot.py, the run's entry point.
 func Boot() []byte { return bootPy }
 
+//go:embed pip_shim.py
+var pipShimPy []byte
+
+// pipCommand is bin/pip and bin/pip3: the command runs nekro's pip.
+var pipCommand = []byte("#!/usr/bin/env python3\n# nekro's pip: see /app/.nekro/py/pip/__init__.py\n" +
+	"import sys\nsys.path.insert(0, \"/app/.nekro/py\")\nfrom pip import main\nsys.exit(main())\n")
+
+// PipShim returns the files of nekro's pip, by their names in a run's
+// /app/.nekro (see Boot's Spec.Files): the pip package, which the run's
+// own process imports first (api_caller._prepare_run) and programs it
+// starts find through PYTHONPATH=/app/.nekro/py, a sitecustomize that
+// gives those programs the chat's package layer, and the pip and pip3
+// commands for sandbox.RunPath. Backends make the files under
+// bin/ executable.
+func PipShim() map[string][]byte {
+	return map[string][]byte{
+		"py/pip/__init__.py":  pipShimPy,
+		"py/pip/__main__.py":  []byte("import sys\n\nfrom pip import main\n\nsys.exit(main())\n"),
+		"py/sitecustomize.py": []byte("# nekro: programs the run starts import the chat's package layer too, after the system's packages.\nimport sys\n\nif \"/app/shared/.packages\" not in sys.path:\n    sys.path.append(\"/app/shared/.packages\")\n"),
+		"bin/pip":             pipCommand,
+		"bin/pip3":            pipCommand,
+	}
+}
+
 type stubMethod struct {
 	Name, Signature, Result, Doc, Kind, ArgsDict string
 }
