@@ -194,6 +194,9 @@ def chunk(t, d):
 png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)) + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b"")
 open("/app/shared/dot.png", "wb").write(png)
 send_msg_file(_ck, "/app/shared/dot.png")`)
+		case strings.Contains(last, "send me the report"):
+			return llmtest.Code(`open("/app/shared/report.csv", "w").write("day,cups\nmon,3\n")
+send_msg_file(_ck, "/app/shared/report.csv")`)
 		case strings.Contains(last, "look at this"):
 			return llmtest.Code(`send_msg_text(_ck, "image bytes %d" % len(open("/app/uploads/cat.png", "rb").read()))`)
 		case strings.Contains(last, "hello there"):
@@ -323,6 +326,22 @@ func TestReverseWebSocket(t *testing.T) {
 	out, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(p.Message[0].Data["file"], "base64://"))
 	if err != nil || !bytes.HasPrefix(out, []byte("\x89PNG")) {
 		t.Fatalf("image out is not a PNG: %v %q", err, out[:min(8, len(out))])
+	}
+
+	// Another file out: uploaded to the (new) private chat with its name.
+	s.privateMessage(43, "carol", "send me the report")
+	up := s.waitAction("upload_private_file")
+	var upload struct {
+		UserID int64  `json:"user_id"`
+		File   string `json:"file"`
+		Name   string `json:"name"`
+	}
+	if err := json.Unmarshal(up.Params, &upload); err != nil {
+		t.Fatalf("upload_private_file params: %v: %s", err, up.Params)
+	}
+	body, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(upload.File, "base64://"))
+	if upload.UserID != 43 || upload.Name != "report.csv" || !strings.HasPrefix(upload.File, "base64://") || err != nil || string(body) != "day,cups\nmon,3\n" {
+		t.Fatalf("file out: %+v (%v) %q", upload, err, body)
 	}
 
 	_, st := srv.API("GET", "/api/status", nil)
