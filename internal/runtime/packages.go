@@ -30,5 +30,6 @@ func (rt *Runtime) Packages(ctx context.Context) ([]sandbox.Package, error) {
 // PackagesSentence is the prompt's sentence about what the code can import.
 func (rt *Runtime) PackagesSentence(ctx context.Context) string {
 	pkgs, _ := rt.Packages(ctx)
-	return sandbox.PackagesSentence(pkgs)
+	_, installer := rt.runner.(sandbox.Installer)
+	return sandbox.PackagesSentence(pkgs) + " " + sandbox.PipSentence(installer && rt.cfg.PythonIndex != "")
 }

@@ -181,3 +181,16 @@ print("VALUE", nekrotestpkg.VALUE)
 		t.Fatalf("the next zygote run: %s %q", res.StopType, res.Output)
 	}
 }
+
+// The prompt tells the AI it can pip install exactly when an index is set.
+func TestPromptSaysWhetherPipInstallWorks(t *testing.T) {
+	data := testutil.DataDir(t)
+	r := testutil.RunNekro(t, nil, "--data", data, "chats", "prompt", "c")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "pip install is not available (the operator configured no package index)") {
+		t.Fatalf("without an index: %+v", r)
+	}
+	r = testutil.RunNekro(t, nil, "--data", data, "chats", "prompt", "c", "--python-index", wheelDir(t, data, "nekrotestpkg", 0))
+	if r.Code != 0 || !strings.Contains(r.Stdout, "`pip install NAME`") || !strings.Contains(r.Stdout, "/app/shared/.packages") {
+		t.Fatalf("with an index: %+v", r)
+	}
+}

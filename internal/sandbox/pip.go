@@ -108,6 +108,17 @@ func CheckRequirements(rs []string) error {
 	return nil
 }
 
+// PipSentence is the prompt's line on installing packages, for a runtime
+// that can (an index is set and the backend is an Installer) or cannot.
+func PipSentence(available bool) string {
+	if !available {
+		return "pip install is not available (the operator configured no package index)."
+	}
+	return "Other packages can be installed: `pip install NAME` (in code: subprocess.run(['pip', 'install', 'NAME'], check=True)) " +
+		"installs binary wheels from the operator's package index into this chat's own " + PackagesDir +
+		", which this chat's later runs import from too (installed packages add to, never replace, the ones above)."
+}
+
 // IndexIsURL reports whether index is a package index URL (otherwise a
 // directory of wheels).
 func IndexIsURL(index string) bool {
