@@ -119,6 +119,11 @@ def move_in(staged):
 
 def main():
     limit()
+    import importlib.util
+
+    if importlib.util.find_spec("pip") is None:
+        print("nekro: the sandbox's python has no pip: the operator installs it on the host (apt-get install python3-pip)")
+        return 1
     if os.path.lexists(LAYER) and (os.path.islink(LAYER) or not os.path.isdir(LAYER)):
         print("nekro: %s is not a directory: remove it and install again" % LAYER)
         return 1
