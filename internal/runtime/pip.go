@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/nekro-go/nekro/internal/pluginhost"
@@ -54,6 +55,12 @@ func (rt *Runtime) pipInstall(ctx *plugin.Ctx, a pipArgs) (pipResult, error) {
 		return pipResult{}, err
 	}
 	chatKey := ctx.ChatKey()
+	// Two runs of a chat installing at once would move files into the
+	// same layer together: this process takes them one at a time.
+	// (Processes sharing a chat's volume do not coordinate installs.)
+	mu, _ := rt.pipLocks.LoadOrStore(chatKey, new(sync.Mutex))
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
 	shared, err := rt.layout.EnsureSharedDir(chatKey)
 	if err != nil {
 		return pipResult{}, err

@@ -152,6 +152,7 @@ type Runtime struct {
 	pkgs      []sandbox.Package // the sandbox's well-known packages (Packages)
 	pkgErr    error
 	pip       *pluginhost.MethodInfo // the host's side of pip install (sandbox.PipMethod)
+	pipLocks  sync.Map               // chat key -> *sync.Mutex: one install at a time per chat
 }
 
 // OnPush sets what plugins' Plugin.PushSystem calls (the agent's
