@@ -779,6 +779,12 @@ func (p *zproc) handOver(code []byte) error {
 		if err != nil || perr != nil {
 			code = -1 // the waiter died: killed with the zygote
 		}
+		// The run says it is done before its teardown (zygote.py's done
+		// pipe): whatever of it is left (the exiting pid 1, processes it
+		// started, or code that only claimed to be done) dies now.
+		if p.run != nil {
+			unix.PidfdSendSignal(int(p.run.Fd()), unix.SIGKILL, nil, 0)
+		}
 		p.status <- code
 	}()
 	if rest := code[len(first):]; len(rest) > 0 {

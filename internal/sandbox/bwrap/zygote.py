@@ -7,8 +7,9 @@
 # spare forked ahead of need. A spare is two processes:
 #   C1 (waiter): unshares mount, IPC, PID and network namespaces, mounts a
 #      fresh tmpfs on /tmp and /dev/shm, brings lo up, forks C2, drops every
-#      capability, loads the strict seccomp filter, waits for C2 and writes
-#      its exit status to the status pipe only it holds.
+#      capability, loads the strict seccomp filter, and writes C2's exit
+#      status to the status pipe only it holds: as soon as C2 says it is
+#      done (the "done" pipe), or when C2 is gone if it never says so.
 #   C2 (the run): pid 1 of the new PID namespace with its own /proc; drops
 #      every capability, lowers the rlimits, loads the strict filter, resets
 #      environment and working directory, then tells the host it is ready
@@ -171,10 +172,22 @@ def _exit_status(st):
     return -os.WTERMSIG(st)
 
 
-def _run_c2(sock, status_w):
+# C2's end of the "done" pipe, on which it tells C1 its exit status before
+# it exits. A process as big as a zygote's fork takes 10-25 ms to tear down
+# on this kind of VM (its memory, then its PID namespace); the status and
+# the end of the output reach the host first, and the host kills the run's
+# PID namespace when the status comes, so a run that says "done" early
+# ends there. Trusting the run for its exit status gives it nothing: its
+# code could os._exit() with any status anyway.
+DONE_FD = 4
+
+
+def _run_c2(sock, status_w, done_w):
     """C2: pid 1 of the run's PID namespace; never returns."""
     try:
         os.close(status_w)
+        done = os.dup2(done_w, 1000, inheritable=False)
+        os.close(done_w)
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
         _drop_caps()
@@ -203,7 +216,8 @@ def _run_c2(sock, status_w):
         os.dup2(out, 1)
         os.dup2(out, 2)
         os.dup2(conn, 3)
-        os.closerange(4, 1 << 20)
+        os.dup2(done, DONE_FD, inheritable=False)
+        os.closerange(DONE_FD + 1, 1 << 20)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
@@ -248,6 +262,17 @@ def _run_c2(sock, status_w):
             s.flush()
         except BaseException:  # noqa: BLE001
             pass
+    # The output ends here and C1 hears the status now, not after this
+    # process's teardown.
+    for fd in (1, 2):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    try:
+        os.write(DONE_FD, b"%d\n" % (code & 0xFF))
+    except OSError:
+        pass
     os._exit(code)
 
 
@@ -278,14 +303,27 @@ def _spare(sock, status_w):
         _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, tmp)
         if not CFG["network"]:
             _lo_up()
+        done_r, done_w = os.pipe()
         pid = os.fork()
         if pid == 0:
-            _run_c2(sock, status_w)
+            os.close(done_r)
+            _run_c2(sock, status_w, done_w)
         sock.close()
+        os.close(done_w)
         _drop_caps()
         _load_filter()
-        _, st = os.waitpid(pid, 0)
-        os.write(status_w, b"%d\n" % _exit_status(st))
+        said = b""
+        while not said.endswith(b"\n") and len(said) < 8:
+            b = os.read(done_r, 8)
+            if not b:
+                break
+            said += b
+        if said.endswith(b"\n") and said[:-1].isdigit():
+            os.write(status_w, said)  # the host kills what is left of the run
+            os.waitpid(pid, 0)
+        else:  # C2 died, or its code closed the pipe or wrote nonsense
+            _, st = os.waitpid(pid, 0)
+            os.write(status_w, b"%d\n" % _exit_status(st))
     except BaseException:  # noqa: BLE001
         os._exit(1)
     os._exit(0)

@@ -125,8 +125,9 @@ print(json.dumps({
 	if fmt.Sprint(got.Pids) != "[1]" || got.Threads != 1 {
 		t.Errorf("processes or threads leaked, or others are visible: pids %v, threads %d", got.Pids, got.Threads)
 	}
-	// 0-2, the RPC socket, and the descriptor listing /proc/self/fd.
-	if len(got.Fds) > 5 {
+	// 0-2, the RPC socket, the zygote's "done" pipe (4) and the
+	// descriptor listing /proc/self/fd.
+	if len(got.Fds) > 6 {
 		t.Errorf("descriptors leaked into the run: %v", got.Fds)
 	}
 	if !got.Unix || !got.TCP {
@@ -203,5 +204,39 @@ print(json.dumps({"signalable": killed, "seen": [p for p in seen if 'secret' in 
 	}
 	if fmt.Sprint(got.Caps) != "[0000000000000000]" {
 		t.Errorf("the run holds capabilities: %v", got.Caps)
+	}
+}
+
+// A run's code can say "done" on the zygote's done pipe (descriptor 4)
+// before it is: the run then ends there, with everything it started, and
+// nothing of it goes on running (no time-out, no later write).
+func TestZygoteRunThatClaimsToBeDoneEndsThere(t *testing.T) {
+	s := testutil.Serve(t, testutil.DataDir(t), "tok")
+	warmUp(t, s, "zd")
+	var out, stop string
+	for i := 0; i < 20; i++ {
+		// A fresh sandbox has no descriptor 4: the write fails at once.
+		out, stop = execAPI(t, s, "zd", fromZygote+`
+import os, subprocess, time
+subprocess.Popen(["/usr/bin/python3", "-c", "import time; time.sleep(3); open('/app/shared/late', 'w').write('x')"])
+print("claiming", flush=True)
+os.write(4, b"0\n")
+time.sleep(600)
+print("still running")
+`)
+		if strings.HasPrefix(out, "ZYGOTE\n") {
+			break
+		}
+		time.Sleep(250 * time.Millisecond) // the next spare is still forking
+	}
+	if !strings.HasPrefix(out, "ZYGOTE\n") {
+		t.Fatalf("runs in zd do not come from its zygote: %s", out)
+	}
+	if stop != "NORMAL" || strings.Contains(out, "still running") || strings.Contains(out, "time limit") {
+		t.Fatalf("run ended %s: %s", stop, out)
+	}
+	time.Sleep(4 * time.Second)
+	if got, _ := execAPI(t, s, "zd", `import os; print(os.path.exists('/app/shared/late'))`); strings.TrimSpace(got) != "False" {
+		t.Fatalf("a process of the run kept running after it claimed to be done: %q", got)
 	}
 }
