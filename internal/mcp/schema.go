@@ -19,11 +19,15 @@ import (
 // Schema object). Out (server): Python hints to JSON Schema. In (client):
 // an MCP tool's input schema to Python parameters.
 
-// inputSchema is the JSON Schema of a method's arguments: one property per
-// parameter, in Python order, described by its doc text; required unless
-// optional; an optional one's default when it has a literal one.
+// inputSchema is the JSON Schema (draft 2020-12, the MCP default, named
+// in $schema) of a method's arguments: one property per parameter, in
+// Python order, described by its doc text; required unless optional; an
+// optional one's default when it has a literal one. No other property is
+// allowed (additionalProperties: false): a call with an argument the
+// method lacks fails, as a Python call with an unexpected keyword does.
 func inputSchema(m *pluginhost.MethodInfo) *jsonschema.Schema {
-	s := &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{}}
+	s := &jsonschema.Schema{Schema: "https://json-schema.org/draft/2020-12/schema", Type: "object",
+		Properties: map[string]*jsonschema.Schema{}, AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}}}
 	for _, p := range m.Params() {
 		ps := schemaOfPy(p.PyType)
 		ps.Description = strings.TrimSpace(p.Doc)

@@ -10,7 +10,8 @@
 // command's flags, the HTTP request's token and query), never one the
 // client's arguments name; it goes through the sandbox's own RPC server
 // (package rpc), so deadlines, result caps, error cuts and panics behave
-// exactly as for sandboxed code.
+// exactly as for sandboxed code. A client that asks for progress (a
+// progress token) gets the method's ctx.Progress reports.
 //
 // Client: the MCP servers the operator lists in a config file (the
 // format desktop MCP clients read) become plugins mcp.NAME whose tools are
@@ -324,7 +325,7 @@ func (b *binding) handler(m *pluginhost.MethodInfo) mcp.ToolHandler {
 				}
 			}
 		}
-		result, rerr := b.s.dispatch(ctx, b.id, m, args)
+		result, rerr := b.s.dispatch(ctx, b.id, m, args, progressOf(ctx, req))
 		if rerr != nil {
 			return errorResult(m, rerr.Type, rerr.Message), nil
 		}
@@ -341,12 +342,15 @@ type rpcError struct {
 // dispatch calls m with args as id through a run's RPC server of its
 // own, the one sandboxed code calls through: same deadline (the
 // method's, else the call timeout), result cap, error cut, panic
-// recovery, and enabled check at the time of the call.
-func (s *Server) dispatch(ctx context.Context, id Identity, m *pluginhost.MethodInfo, args map[string]json.RawMessage) (json.RawMessage, *rpcError) {
+// recovery, and enabled check at the time of the call. progress, when
+// not nil, receives the method's ctx.Progress reports.
+func (s *Server) dispatch(ctx context.Context, id Identity, m *pluginhost.MethodInfo, args map[string]json.RawMessage,
+	progress pluginhost.TaskControl) (json.RawMessage, *rpcError) {
 	env, snd, err := s.env(id)
 	if err != nil {
 		return nil, &rpcError{"bad_request", err.Error()}
 	}
+	env.Task = progress
 	srv, ctl, err := rpc.ListenPassed(ctx, rpc.Config{Env: env, Methods: onlyMethod{s: s, m: m},
 		CallTimeout: s.cfg.CallTimeout, Log: s.log,
 		OnResult: func(m *pluginhost.MethodInfo, result json.RawMessage) {
@@ -395,6 +399,48 @@ func (s *Server) dispatch(ctx context.Context, id Identity, m *pluginhost.Method
 		return nil, resp.Error
 	}
 	return resp.Result, nil
+}
+
+// progressOf returns where a call's ctx.Progress reports go: to the
+// client as notifications/progress when its request carries a progress
+// token, else nowhere (nil: the method's Ctx is then outside any task, as
+// in a sandbox run, and Progress does nothing).
+func progressOf(ctx context.Context, req *mcp.CallToolRequest) pluginhost.TaskControl {
+	tok := req.Params.GetProgressToken()
+	if tok == nil || req.Session == nil {
+		return nil
+	}
+	return &clientProgress{ctx: ctx, session: req.Session, token: tok, last: -1}
+}
+
+// clientProgress sends a method's progress reports to the MCP client as
+// notifications/progress of total 100. A report that does not go beyond
+// the last one sent is dropped (MCP requires progress to increase), and
+// reports after the call has ended go nowhere. A call from an MCP client
+// is no background task: WaitNotify fails.
+type clientProgress struct {
+	ctx     context.Context
+	session *mcp.ServerSession
+	token   any
+
+	mu   sync.Mutex
+	last int
+}
+
+func (c *clientProgress) Progress(percent int, message string) {
+	percent = min(max(percent, 0), 100)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if percent <= c.last || c.ctx.Err() != nil {
+		return
+	}
+	c.last = percent
+	c.session.NotifyProgress(c.ctx, &mcp.ProgressNotificationParams{ProgressToken: c.token,
+		Progress: float64(percent), Total: 100, Message: message})
+}
+
+func (c *clientProgress) Wait(context.Context, string, time.Duration) (string, error) {
+	return "", fmt.Errorf("wait for a notification: %w (only a background task waits, not a call from an MCP client)", plugin.ErrNoService)
 }
 
 // onlyMethod lets a call reach m alone, and only while the registry
