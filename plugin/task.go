@@ -59,7 +59,8 @@ func (p *Plugin) NotifyTask(chatKey, id, key, data string) bool {
 }
 
 // Progress reports how far a background task is (0-100) and what it is
-// doing; outside a task it does nothing.
+// doing. In a method called over MCP with a progress token, the client
+// gets it as a progress notification; anywhere else it does nothing.
 func (c *Ctx) Progress(percent int, message string) {
 	if t, ok := c.env.(interface{ TaskControl() taskControl }); ok && t.TaskControl() != nil {
 		t.TaskControl().Progress(percent, message)
