@@ -199,22 +199,9 @@ const (
 // the state of its latest turn. before is the last listed chat's
 // last_message.id, for the next page.
 func (s *Server) chatList(w http.ResponseWriter, r *http.Request) {
-	limit, before := defaultChatListLimit, int64(0)
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxChatListLimit {
-			writeError(w, http.StatusBadRequest, "limit must be 1 to %d", maxChatListLimit)
-			return
-		}
-		limit = n
-	}
-	if v := r.URL.Query().Get("before"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 {
-			writeError(w, http.StatusBadRequest, "before must be a message id")
-			return
-		}
-		before = n
+	limit, before, ok := chatListQuery(w, r)
+	if !ok {
+		return
 	}
 	chats, err := s.chats.Chats(r.Context(), limit, before)
 	if err != nil {
@@ -222,4 +209,26 @@ func (s *Server) chatList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"chats": chats})
+}
+
+// chatListQuery reads GET /api/chats' limit and before, or writes a 400.
+func chatListQuery(w http.ResponseWriter, r *http.Request) (limit int, before int64, ok bool) {
+	limit = defaultChatListLimit
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxChatListLimit {
+			writeError(w, http.StatusBadRequest, "limit must be 1 to %d", maxChatListLimit)
+			return 0, 0, false
+		}
+		limit = n
+	}
+	if v := r.URL.Query().Get("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, "before must be a message id")
+			return 0, 0, false
+		}
+		before = n
+	}
+	return limit, before, true
 }

@@ -7,7 +7,6 @@ package server
 import (
 	"errors"
 	"net/http"
-	"strconv"
 
 	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/keys"
@@ -197,22 +196,9 @@ func (s *Server) resetAllowed(w http.ResponseWriter, r *http.Request, chatKey st
 // pages through the full list and filters, stopping once every one of
 // the user's chats was seen.
 func (s *Server) userChatList(w http.ResponseWriter, r *http.Request, uid string) {
-	limit, before := defaultChatListLimit, int64(0)
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxChatListLimit {
-			writeError(w, http.StatusBadRequest, "limit must be 1 to %d", maxChatListLimit)
-			return
-		}
-		limit = n
-	}
-	if v := r.URL.Query().Get("before"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 {
-			writeError(w, http.StatusBadRequest, "before must be a message id")
-			return
-		}
-		before = n
+	limit, before, ok := chatListQuery(w, r)
+	if !ok {
+		return
 	}
 	mine, err := s.users.Chats(r.Context(), uid)
 	if err != nil {

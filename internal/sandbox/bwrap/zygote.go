@@ -62,7 +62,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -339,7 +338,7 @@ func (z *zygote) pss() int64 {
 	}
 	root := z.cmd.Process.Pid
 	var total int64
-	for _, p := range append([]int{root}, descendants(root)...) {
+	for _, p := range append([]int{root}, cgroup.Descendants(root)...) {
 		total += smapsPss(p)
 	}
 	return total
@@ -588,25 +587,6 @@ func dupFile(f *os.File) (*os.File, error) {
 	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
-// descendants lists pid's descendants through /proc/<pid>/task/*/children.
-func descendants(pid int) []int {
-	var out []int
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	for _, t := range tasks {
-		b, err := os.ReadFile(t)
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(b)) {
-			if c, err := strconv.Atoi(f); err == nil {
-				out = append(out, c)
-				out = append(out, descendants(c)...)
-			}
-		}
-	}
-	return out
-}
-
 // nsPids returns the NSpid line of pid: its pid in each namespace, the
 // host's first.
 func nsPids(pid int) []int {
@@ -691,7 +671,7 @@ func (p *zproc) prepare(ctx context.Context) error {
 	// pid in the zygote's namespace, and the run's as its only child.
 	root := p.z.cmd.Process.Pid
 	c1 := 0
-	for _, pid := range descendants(root) {
+	for _, pid := range cgroup.Descendants(root) {
 		if ns := nsPids(pid); len(ns) == 2 && ns[1] == p.sp.nsPid {
 			c1 = pid
 			break
@@ -700,7 +680,7 @@ func (p *zproc) prepare(ctx context.Context) error {
 	if c1 == 0 {
 		return errors.New("zygote spare not found")
 	}
-	kids := descendants(c1)
+	kids := cgroup.Descendants(c1)
 	if len(kids) != 1 {
 		return fmt.Errorf("zygote spare has %d processes, want 1", len(kids))
 	}

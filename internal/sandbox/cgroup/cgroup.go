@@ -136,7 +136,7 @@ func (m *Manager) New(name string, memoryBytes int64, processes int) (*Group, er
 // the sandbox waits to be released, it catches every process of the run:
 // later ones inherit the group.
 func (g *Group) AddTree(pid int) error {
-	for _, p := range append([]int{pid}, descendants(pid)...) {
+	for _, p := range append([]int{pid}, Descendants(pid)...) {
 		for _, d := range g.dirs {
 			if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(p)), 0); err != nil {
 				if isESRCH(err) {
@@ -202,8 +202,9 @@ func eventCount(path, key string) int64 {
 	return 0
 }
 
-// descendants lists pid's descendants through /proc/<pid>/task/*/children.
-func descendants(pid int) []int {
+// Descendants lists pid's descendants (children first, depth first)
+// through /proc/<pid>/task/*/children.
+func Descendants(pid int) []int {
 	var out []int
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
 	for _, t := range tasks {
@@ -214,7 +215,7 @@ func descendants(pid int) []int {
 		for _, f := range strings.Fields(string(b)) {
 			if c, err := strconv.Atoi(f); err == nil {
 				out = append(out, c)
-				out = append(out, descendants(c)...)
+				out = append(out, Descendants(c)...)
 			}
 		}
 	}
