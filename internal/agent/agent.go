@@ -339,7 +339,7 @@ func (a *Agent) Exec(ctx context.Context, chatKey, userID, code string, limits s
 	snd := a.chats.Sender(chatKey, 0)
 	res, err := a.rt.Exec(ctx, runtime.ExecRequest{
 		ChatKey: chatKey, UserID: userID, Code: code, Limits: limits,
-		Chat: snd, Methods: a.rt.ChatView(ctx, chatKey, userID).Methods, // what a turn in this chat could call
+		Chat: snd, Methods: a.rt.ChatMethods(ctx, chatKey, userID), // what a turn in this chat could call
 		Model: a.askModel(nil), History: a.historyOf(chatKey),
 		OnResult: func(m *pluginhost.MethodInfo, result json.RawMessage) {
 			if m.Type == plugin.Behavior {

@@ -44,6 +44,17 @@ type ChatView struct {
 // TurnHookTimeout: a plugin whose filter fails or is late shows all its
 // methods; one whose injection fails or is late is left out of Context.
 func (rt *Runtime) ChatView(ctx context.Context, chatKey, userID string) ChatView {
+	return rt.chatView(ctx, chatKey, userID, true)
+}
+
+// ChatMethods is ChatView's Methods alone: only the method filters run,
+// no prompt injection, and no docs are rendered (what a run outside a
+// turn, such as the API's exec, may call).
+func (rt *Runtime) ChatMethods(ctx context.Context, chatKey, userID string) []*pluginhost.MethodInfo {
+	return rt.chatView(ctx, chatKey, userID, false).Methods
+}
+
+func (rt *Runtime) chatView(ctx context.Context, chatKey, userID string, full bool) ChatView {
 	plugins := rt.registry.Plugins()
 	type answer struct {
 		methods []*pluginhost.MethodInfo
@@ -54,6 +65,9 @@ func (rt *Runtime) ChatView(ctx context.Context, chatKey, userID string) ChatVie
 	for i, p := range plugins {
 		answers[i].methods = pluginhost.Methods(p)
 		inject, collect := pluginhost.TurnHooks(p)
+		if !full {
+			inject = nil
+		}
 		if len(inject) == 0 && collect == nil {
 			continue
 		}
@@ -66,10 +80,16 @@ func (rt *Runtime) ChatView(ctx context.Context, chatKey, userID string) ChatVie
 	var b strings.Builder
 	for i, p := range plugins {
 		v.Methods = append(v.Methods, answers[i].methods...)
+		if !full {
+			continue
+		}
 		if text := answers[i].inject; text != "" {
 			fmt.Fprintf(&b, "<plugin_runtime_context name=%q module_name=%q>\n%s\n</plugin_runtime_context>\n",
 				p.Meta().Name, p.Meta().ModuleName, text)
 		}
+	}
+	if !full {
+		return v
 	}
 	v.MethodDocs, v.Context = registry.RenderMethods(v.Methods), b.String()
 	v.Packages = rt.PackagesSentence(ctx)
