@@ -29,7 +29,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -197,58 +196,10 @@ type binding struct {
 }
 
 // visible returns the methods id's chat may call now: the enabled
-// plugins', each plugin's method filter applied as for a turn.
+// plugins', each plugin's method filter applied as for a turn
+// (Runtime.ChatMethods: a filter that fails or is late shows all).
 func (s *Server) visible(ctx context.Context, id Identity) []*pluginhost.MethodInfo {
-	var out []*pluginhost.MethodInfo
-	for _, p := range s.cfg.Runtime.Registry().Plugins() {
-		all := pluginhost.Methods(p)
-		_, collect := pluginhost.TurnHooks(p)
-		if collect == nil {
-			out = append(out, all...)
-			continue
-		}
-		names, err := bounded(ctx, runtime.TurnHookTimeout, func() []string {
-			return collect(s.cfg.Runtime.PluginCtx(ctx, p, id.ChatKey, id.UserID))
-		})
-		if err != nil {
-			s.log.Warn("method filter failed: all the plugin's methods are listed", "plugin", p.Key(), "err", err)
-			out = append(out, all...)
-			continue
-		}
-		for _, m := range all {
-			if slices.Contains(names, m.Name) {
-				out = append(out, m)
-			}
-		}
-	}
-	return out
-}
-
-// bounded runs f, giving up after d (f's answer is then dropped) and
-// turning a panic into an error.
-func bounded[T any](ctx context.Context, d time.Duration, f func() T) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	type answer struct {
-		v   T
-		err error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		defer func() {
-			if v := recover(); v != nil {
-				done <- answer{err: fmt.Errorf("panic: %v", v)}
-			}
-		}()
-		done <- answer{v: f()}
-	}()
-	select {
-	case a := <-done:
-		return a.v, a.err
-	case <-ctx.Done():
-		var zero T
-		return zero, fmt.Errorf("no answer within %s", d)
-	}
+	return s.cfg.Runtime.ChatMethods(ctx, id.ChatKey, id.UserID)
 }
 
 // sync brings the server's tools to the methods the chat sees now.
