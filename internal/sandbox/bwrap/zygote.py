@@ -201,6 +201,13 @@ def _run_c2(sock, status_w, done_w):
         np = sys.modules.get("numpy")
         if np is not None:
             np.random.seed()
+        # The run's namespace, made while the spare waits: the pages this
+        # touches are copied now rather than on the run's time (measured:
+        # 0.2-0.9 ms of a zygote run's 7-8 ms for `pass`).
+        g = {"__name__": "__main__", "__file__": "main.py", "__builtins__": __builtins__}
+        exec("from api_caller import *", g)
+        g["_ck"] = CHAT_KEY
+        compile("pass\n", "main.py", "exec")
         sock.send(b"r")
         msg, fds, _flags, _addr = socket.recv_fds(sock, 1 << 16, 2)
         if len(fds) != 2:
@@ -231,9 +238,6 @@ def _run_c2(sock, status_w, done_w):
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     filename = "main.py"
-    g = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
-    exec("from api_caller import *", g)
-    g["_ck"] = CHAT_KEY
     code = 0
     try:
         exec(compile(src, filename, "exec"), g)
