@@ -2,10 +2,8 @@ package pluginstate_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
-	"github.com/nekro-go/nekro/internal/db"
 	"github.com/nekro-go/nekro/internal/kv/kvtest"
 	"github.com/nekro-go/nekro/internal/pluginstate"
 )
@@ -17,29 +15,7 @@ func TestChoicesAreSharedThroughTheDatabase(t *testing.T) {
 	ctx := context.Background()
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
-			var open func() db.Handle
-			switch kind {
-			case "sqlite":
-				path := filepath.Join(t.TempDir(), "nekro.db")
-				open = func() db.Handle {
-					d, err := db.OpenSQLite(ctx, path, db.SQLiteOptions{})
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { d.Close() })
-					return db.Handle{SQLite: d}
-				}
-			case "postgres":
-				u := kvtest.FreshSchema(t, kvtest.PostgresURL(t))
-				open = func() db.Handle {
-					pool, err := db.OpenPostgres(ctx, u)
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(pool.Close)
-					return db.Handle{Postgres: pool}
-				}
-			}
+			open := kvtest.DatabaseOpener(t, kind)
 			a, err := pluginstate.Open(ctx, open())
 			if err != nil {
 				t.Fatal(err)

@@ -2,12 +2,10 @@ package schedule_test
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nekro-go/nekro/internal/db"
 	"github.com/nekro-go/nekro/internal/kv/kvtest"
 	"github.com/nekro-go/nekro/internal/schedule"
 )
@@ -16,29 +14,7 @@ import (
 // of the kind (as another nekro process would).
 func opener(t *testing.T, kind string) func() *schedule.Store {
 	ctx := context.Background()
-	var open func() db.Handle
-	switch kind {
-	case "sqlite":
-		path := filepath.Join(t.TempDir(), "nekro.db")
-		open = func() db.Handle {
-			d, err := db.OpenSQLite(ctx, path, db.SQLiteOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { d.Close() })
-			return db.Handle{SQLite: d}
-		}
-	case "postgres":
-		u := kvtest.FreshSchema(t, kvtest.PostgresURL(t))
-		open = func() db.Handle {
-			pool, err := db.OpenPostgres(ctx, u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(pool.Close)
-			return db.Handle{Postgres: pool}
-		}
-	}
+	open := kvtest.DatabaseOpener(t, kind)
 	return func() *schedule.Store {
 		s, err := schedule.Open(ctx, open())
 		if err != nil {

@@ -3,12 +3,10 @@ package users_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/nekro-go/nekro/internal/db"
 	"github.com/nekro-go/nekro/internal/kv/kvtest"
 	"github.com/nekro-go/nekro/internal/users"
 )
@@ -20,29 +18,7 @@ func eachDatabase(t *testing.T, f func(t *testing.T, a, b *users.Store)) {
 	ctx := context.Background()
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
-			var open func() db.Handle
-			switch kind {
-			case "sqlite":
-				path := filepath.Join(t.TempDir(), "nekro.db")
-				open = func() db.Handle {
-					d, err := db.OpenSQLite(ctx, path, db.SQLiteOptions{})
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { d.Close() })
-					return db.Handle{SQLite: d}
-				}
-			case "postgres":
-				u := kvtest.FreshSchema(t, kvtest.PostgresURL(t))
-				open = func() db.Handle {
-					pool, err := db.OpenPostgres(ctx, u)
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(pool.Close)
-					return db.Handle{Postgres: pool}
-				}
-			}
+			open := kvtest.DatabaseOpener(t, kind)
 			var st [2]*users.Store
 			for i := range st {
 				s, err := users.Open(ctx, open())
