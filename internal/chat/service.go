@@ -385,8 +385,17 @@ func (s *Service) InterruptStale(ctx context.Context) (int64, error) {
 // process on the same database (`nekro chats send`). Each half of the
 // query reads one partial index, so it stays cheap enough to poll.
 func (s *Service) WaitingChats(ctx context.Context) ([]string, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT chat_key FROM chat_messages WHERE role = 'user' AND turn_id IS NULL
-		UNION SELECT chat_key FROM chat_messages WHERE role = 'system' AND turn_id IS NULL`)
+	return s.chatKeys(ctx, waitingChats)
+}
+
+// waitingChats selects the chat_key of every chat with messages waiting
+// for a turn; each half reads one partial index.
+const waitingChats = `SELECT chat_key FROM chat_messages WHERE role = 'user' AND turn_id IS NULL
+	UNION SELECT chat_key FROM chat_messages WHERE role = 'system' AND turn_id IS NULL`
+
+// chatKeys runs a query selecting chat keys and returns them.
+func (s *Service) chatKeys(ctx context.Context, query string, args ...any) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("waiting chats: %w", err)
 	}
@@ -407,23 +416,8 @@ func (s *Service) WaitingChats(ctx context.Context) ([]string, error) {
 // next turn of whoever runs that one, so a poll does not start a second
 // turn in the chat beside it.
 func (s *Service) IdleWaitingChats(ctx context.Context) ([]string, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT w.chat_key FROM (
-			SELECT chat_key FROM chat_messages WHERE role = 'user' AND turn_id IS NULL
-			UNION SELECT chat_key FROM chat_messages WHERE role = 'system' AND turn_id IS NULL
-		) w WHERE NOT EXISTS (SELECT 1 FROM chat_turns t WHERE t.chat_key = w.chat_key AND t.status = $1)`, TurnRunning)
-	if err != nil {
-		return nil, fmt.Errorf("waiting chats: %w", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			return nil, fmt.Errorf("waiting chats: %w", err)
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
+	return s.chatKeys(ctx, `SELECT w.chat_key FROM (`+waitingChats+`) w
+		WHERE NOT EXISTS (SELECT 1 FROM chat_turns t WHERE t.chat_key = w.chat_key AND t.status = $1)`, TurnRunning)
 }
 
 // RecordRun stores the execution record of a run and broadcasts it.
