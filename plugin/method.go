@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nekro-go/nekro/internal/keys"
+	"github.com/nekro-go/nekro/internal/pylit"
 )
 
 // MethodType decides what happens to a sandbox method's result.
@@ -329,7 +330,7 @@ func paramsOf(t reflect.Type) ([]param, error) {
 				return nil, fmt.Errorf("field %s: default %s: %v", f.Name, def, err)
 			}
 			p.defaultJSON = json.RawMessage(def)
-			py, err := pyLiteral([]byte(def))
+			py, err := pylit.FromJSON([]byte(def))
 			if err != nil {
 				return nil, fmt.Errorf("field %s: default %s: %v", f.Name, def, err)
 			}

@@ -261,62 +261,6 @@ func checkStruct(t reflect.Type, m map[string]any) error {
 	return nil
 }
 
-// pyLiteral renders a JSON literal as Python source.
-func pyLiteral(raw []byte) (string, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	writePy(&b, v)
-	return b.String(), nil
-}
-
-func writePy(b *strings.Builder, v any) {
-	switch v := v.(type) {
-	case nil:
-		b.WriteString("None")
-	case bool:
-		if v {
-			b.WriteString("True")
-		} else {
-			b.WriteString("False")
-		}
-	case json.Number:
-		b.WriteString(string(v))
-	case string:
-		s, _ := json.Marshal(v) // a JSON string is a valid Python string literal
-		b.Write(s)
-	case []any:
-		b.WriteByte('[')
-		for i, item := range v {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			writePy(b, item)
-		}
-		b.WriteByte(']')
-	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		b.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			writePy(b, k)
-			b.WriteString(": ")
-			writePy(b, v[k])
-		}
-		b.WriteByte('}')
-	}
-}
-
 // jsonField reads a struct field as encoding/json does: its JSON name
 // (the tag's, else the field's), whether it is optional (a pointer, or
 // omitempty among the tag's options), and false for a field the tag

@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/nekro-go/nekro/internal/keys"
 	"github.com/nekro-go/nekro/internal/pluginhost"
+	"github.com/nekro-go/nekro/internal/pylit"
 )
 
 // This file translates between the two descriptions of a method's
@@ -190,7 +190,7 @@ func paramsOfSchema(raw any) []toolParam {
 			p.Optional = true
 			p.DefaultPy = "None"
 			if len(ps.Default) > 0 {
-				if lit, ok := pyLiteralOfJSON(ps.Default); ok {
+				if lit, err := pylit.FromJSON(ps.Default); err == nil {
 					p.DefaultPy = lit
 				}
 			}
@@ -287,56 +287,6 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// pyLiteralOfJSON writes a JSON value as a Python literal.
-func pyLiteralOfJSON(raw json.RawMessage) (string, bool) {
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		return "", false
-	}
-	var b strings.Builder
-	var write func(v any)
-	write = func(v any) {
-		switch v := v.(type) {
-		case nil:
-			b.WriteString("None")
-		case bool:
-			b.WriteString(map[bool]string{true: "True", false: "False"}[v])
-		case float64:
-			b.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
-		case string:
-			q, _ := json.Marshal(v) // a JSON string is a valid Python string literal
-			b.Write(q)
-		case []any:
-			b.WriteString("[")
-			for i, x := range v {
-				if i > 0 {
-					b.WriteString(", ")
-				}
-				write(x)
-			}
-			b.WriteString("]")
-		case map[string]any:
-			ks := make([]string, 0, len(v))
-			for k := range v {
-				ks = append(ks, k)
-			}
-			sort.Strings(ks)
-			b.WriteString("{")
-			for i, k := range ks {
-				if i > 0 {
-					b.WriteString(", ")
-				}
-				write(k)
-				b.WriteString(": ")
-				write(v[k])
-			}
-			b.WriteString("}")
-		}
-	}
-	write(v)
-	return b.String(), true
 }
 
 // pyKeywords are the names a parameter or method may not take.
