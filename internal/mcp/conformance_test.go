@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"image/png"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -166,7 +167,8 @@ func runSuite(t *testing.T, bin string, scenarios []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: proxy}
+	var trace proxyTrace
+	hs := &http.Server{Handler: trace.wrap(proxy)}
 	go hs.Serve(ln)
 	defer hs.Close()
 
@@ -204,8 +206,64 @@ func runSuite(t *testing.T, bin string, scenarios []string) {
 			}
 			if t.Failed() {
 				t.Logf("the suite's output:\n%s", out)
+				t.Logf("the requests through the proxy:\n%s", trace.String())
+				t.Logf("nekro serve's log:\n%s", srv.Logs.String())
 			}
 		})
+	}
+}
+
+// proxyTrace records each request through the suite's proxy: when it
+// started, its method, JSON-RPC method and session, and when and how
+// its answer ended, for a failed scenario's log.
+type proxyTrace struct {
+	mu    sync.Mutex
+	lines []string
+	start time.Time
+}
+
+func (p *proxyTrace) wrap(h http.Handler) http.Handler {
+	p.start = time.Now()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var msg struct{ Method string }
+		json.Unmarshal(body, &msg)
+		began := time.Since(p.start)
+		what := fmt.Sprintf("%-6s %-28s session=%.12s", r.Method, msg.Method, r.Header.Get("Mcp-Session-Id"))
+		p.add(fmt.Sprintf("%8.3fs %s", began.Seconds(), what))
+		rec := &statusRecorder{ResponseWriter: w}
+		h.ServeHTTP(rec, r)
+		p.add(fmt.Sprintf("%8.3fs %s -> %d (began %.3fs)", time.Since(p.start).Seconds(), what, rec.status, began.Seconds()))
+	})
+}
+
+func (p *proxyTrace) add(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lines = append(p.lines, line)
+}
+
+func (p *proxyTrace) String() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.lines, "\n")
+}
+
+// statusRecorder keeps the status a handler wrote; it passes flushes on.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
 	}
 }
 
