@@ -37,7 +37,8 @@ func zygoteRun(t *testing.T, rt *runtime.Runtime, code string) *runtime.ExecResu
 	return nil
 }
 
-// Runs from a zygote behave as fresh runs do: method calls, exit codes,
+// Runs from a zygote behave as fresh runs do: method calls, exit codes
+// (os._exit's too),
 // the time limit (the whole run killed), the output cap; and when the
 // zygote dies, the chat's runs go on in fresh sandboxes.
 func TestZygoteRunsBehaveAsFreshRuns(t *testing.T) {
@@ -54,6 +55,10 @@ func TestZygoteRunsBehaveAsFreshRuns(t *testing.T) {
 	}
 	if res := zygoteRun(t, rt, "raise SystemExit(3)"); res.StopType != sandbox.Error || res.ExitCode != 3 {
 		t.Errorf("exit: %s %d %q", res.StopType, res.ExitCode, res.Output)
+	}
+	// os._exit skips the run's own report: the zygote's reaper tells it.
+	if res := zygoteRun(t, rt, "import os, sys\nsys.stdout.flush()\nos._exit(7)"); res.StopType != sandbox.Error || res.ExitCode != 7 {
+		t.Errorf("os._exit: %s %d %q", res.StopType, res.ExitCode, res.Output)
 	}
 	if res := zygoteRun(t, rt, "1/0"); res.StopType != sandbox.Error || !strings.Contains(res.Output, "ZeroDivisionError") {
 		t.Errorf("error: %s %q", res.StopType, res.Output)

@@ -33,10 +33,12 @@ package bwrap
 // memory) die with its namespaces. A zygote holds only its own chat's
 // directories and stubs, never another chat's or a host secret.
 //
-// The exit status comes from the spare's waiter (outside the run's PID
-// namespace) on a pipe only it holds, not from the run, which could forge
-// it. Timeouts and Kill signal the run's pid 1 through a pidfd, which ends
-// its whole namespace. Per-run cgroups work as for fresh runs: the host
+// The exit status comes on the spare's status pipe: from the run itself
+// as soon as its code is done (before its teardown), or from the zygote
+// (its parent, outside the run's PID namespace) when the run died without
+// saying so. The run could forge its own status, and gains nothing by it:
+// its code could exit with any status anyway. Timeouts and Kill signal
+// the run's pid 1 through a pidfd, which ends its whole namespace. Per-run cgroups work as for fresh runs: the host
 // moves the spare's run process into the run's group while it waits.
 //
 // Zygotes are bounded: at most Runner.Zygotes, their PSS together at most
@@ -112,9 +114,9 @@ type zygote struct {
 
 // zspare is a forked spare the host has been told about.
 type zspare struct {
-	nsPid  int      // the waiter's pid in the zygote's namespace
+	nsPid  int      // the spare's pid in the zygote's namespace
 	sock   *os.File // stream socket to the run process
-	status *os.File // read end of the waiter's status pipe
+	status *os.File // read end of the spare's status pipe
 }
 
 func (s *zspare) close() {
@@ -618,8 +620,7 @@ type zproc struct {
 
 	prepareOnce sync.Once
 	prepareErr  error
-	run         *os.File // pidfd of the run's pid 1 (C2)
-	waiter      *os.File // pidfd of the spare's waiter (C1)
+	run         *os.File // pidfd of the spare: the run's pid 1
 	group       *cgroup.Group
 
 	fresh    sandbox.Process
@@ -667,32 +668,31 @@ func (p *zproc) prepare(ctx context.Context) error {
 		return fmt.Errorf("zygote spare never became ready: %v", err)
 	}
 	p.sp.sock.SetReadDeadline(time.Time{})
-	// The spare's waiter is a child of the zygote: find its host pid by its
-	// pid in the zygote's namespace, and the run's as its only child.
+	// The spare is a child of the zygote, pid 1 of its own namespace:
+	// find its host pid by its pid in the zygote's. Namespaces below
+	// bwrap (the root): bwrap's, the zygote's own, the spare's.
 	root := p.z.cmd.Process.Pid
-	c1 := 0
+	depth := len(nsPids(root)) + 3
+	run := 0
 	for _, pid := range cgroup.Descendants(root) {
-		if ns := nsPids(pid); len(ns) == 2 && ns[1] == p.sp.nsPid {
-			c1 = pid
+		if ns := nsPids(pid); len(ns) == depth && ns[depth-2] == p.sp.nsPid && ns[depth-1] == 1 {
+			run = pid
 			break
 		}
 	}
-	if c1 == 0 {
+	if run == 0 {
 		return errors.New("zygote spare not found")
 	}
-	kids := cgroup.Descendants(c1)
-	if len(kids) != 1 {
-		return fmt.Errorf("zygote spare has %d processes, want 1", len(kids))
-	}
-	c2 := kids[0]
-	if fd, err := unix.PidfdOpen(c1, 0); err == nil {
-		p.waiter = os.NewFile(uintptr(fd), "pidfd")
-	}
-	fd, err := unix.PidfdOpen(c2, 0)
+	fd, err := unix.PidfdOpen(run, 0)
 	if err != nil {
 		return fmt.Errorf("zygote spare: %w", err)
 	}
 	p.run = os.NewFile(uintptr(fd), "pidfd")
+	// It could have died and its pid been reused since it said it was
+	// ready: the pidfd is the spare's only if it still has that NSpid.
+	if ns := nsPids(run); len(ns) != depth || ns[depth-2] != p.sp.nsPid {
+		return errors.New("zygote spare died")
+	}
 	if p.r.Cgroups != nil {
 		var rb [8]byte
 		rand.Read(rb[:])
@@ -700,7 +700,7 @@ func (p *zproc) prepare(ctx context.Context) error {
 		if p.group, err = p.r.Cgroups.New(name, p.l.MemoryBytes, p.l.Processes); err != nil {
 			return err
 		}
-		if err := p.group.AddTree(c2); err != nil {
+		if err := p.group.AddTree(run); err != nil {
 			return err
 		}
 	}
@@ -757,7 +757,7 @@ func (p *zproc) handOver(code []byte) error {
 		line, err := r.ReadString('\n')
 		code, perr := strconv.Atoi(strings.TrimSpace(line))
 		if err != nil || perr != nil {
-			code = -1 // the waiter died: killed with the zygote
+			code = -1 // no status: the zygote died with it
 		}
 		// The run says it is done before its teardown (zygote.py's done
 		// pipe): whatever of it is left (the exiting pid 1, processes it
@@ -788,9 +788,6 @@ func (p *zproc) signal() {
 	if p.run != nil {
 		unix.PidfdSendSignal(int(p.run.Fd()), unix.SIGKILL, nil, 0)
 	}
-	if p.waiter != nil {
-		unix.PidfdSendSignal(int(p.waiter.Fd()), unix.SIGKILL, nil, 0)
-	}
 }
 
 func (p *zproc) Kill() {
@@ -806,9 +803,6 @@ func (p *zproc) Kill() {
 		if p.status == nil { // never released
 			p.sp.close()
 			p.spec.Conn.Close()
-			if p.waiter != nil {
-				unix.PidfdSendSignal(int(p.waiter.Fd()), unix.SIGKILL, nil, 0)
-			}
 			p.closePidfds()
 			p.removeGroup()
 		}
@@ -818,9 +812,6 @@ func (p *zproc) Kill() {
 func (p *zproc) closePidfds() {
 	if p.run != nil {
 		p.run.Close()
-	}
-	if p.waiter != nil {
-		p.waiter.Close()
 	}
 }
 
@@ -842,7 +833,7 @@ func (p *zproc) removeGroup() {
 	})
 }
 
-// Wait waits for the waiter's report of the run's exit, killing the run
+// Wait waits for the report of the run's exit, killing the run
 // when timeout passes or ctx ends, then for the end of its output.
 func (p *zproc) Wait(ctx context.Context, timeout time.Duration) (*sandbox.Outcome, error) {
 	if p.fresh != nil {

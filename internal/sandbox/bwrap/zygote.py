@@ -4,26 +4,29 @@
 # only, nested user namespaces disabled, and seccomp.ZygoteFilter.
 #
 # It imports the run's stubs and the heavy libraries once, then keeps one
-# spare forked ahead of need. A spare is two processes:
-#   C1 (waiter): unshares mount, IPC, PID and network namespaces, mounts a
-#      fresh tmpfs on /tmp and /dev/shm, brings lo up, forks C2, drops every
-#      capability, loads the strict seccomp filter, and writes C2's exit
-#      status to the status pipe only it holds: as soon as C2 says it is
-#      done (the "done" pipe), or when C2 is gone if it never says so.
-#   C2 (the run): pid 1 of the new PID namespace with its own /proc; drops
-#      every capability, lowers the rlimits, loads the strict filter, resets
-#      environment and working directory, then tells the host it is ready
-#      and waits on its socket for the code, the output pipe and the RPC
-#      connection, all sent by the host directly.
+# spare forked ahead of need. A spare is one process, forked into a new PID
+# namespace (the zygote unshares CLONE_NEWPID for its children, forks, and
+# goes back to its own with setns) as its pid 1: it unshares mount, IPC and
+# network namespaces, mounts a fresh tmpfs on /tmp and /dev/shm and its own
+# /proc, brings lo up, drops every capability, lowers the rlimits, loads
+# the strict filter, resets environment and working directory, then tells
+# the host it is ready and waits on its socket for the code, the output
+# pipe and the RPC connection, all sent by the host directly.
+#
 # The zygote tells the host about each spare (its pid, its socket and the
 # status pipe's read end, by SCM_RIGHTS on the control socket, fd 3) and
-# forks the next one when the host says it took it ("t").
+# forks the next one when the host says it took it ("t"). It reaps its
+# spares and writes the exit status of one that died before it said it was
+# done (see DONE_FD). One fork per spare: a fork of a zygote this size
+# costs 10-40 ms on a VM with slow page-table updates, and a spare used to
+# be two (a waiter and the run).
 #
 # argv: zygote.py CONFIG_JSON; the strict filter is read from fd 4.
 import ctypes
-import importlib
+import fcntl
 import json
 import os
+import resource
 import signal
 import socket
 import struct
@@ -58,16 +61,35 @@ def _mount(src, target, fstype, flags, data):
     _chk(libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)), "mount " + target)
 
 
+PR_CAPBSET_READ = 23
+
+
+def _bounding_set():
+    caps = []
+    for cap in range(64):
+        r = _prctl(PR_CAPBSET_READ, cap)
+        if r < 0:  # EINVAL: past the last capability
+            break
+        if r == 1:
+            caps.append(cap)
+    return caps
+
+
+# Everything a spare's _drop_caps needs, made once here: each object a
+# spare creates or first touches costs it copy-on-write faults. The
+# bounding set is the zygote's (bwrap left it CAP_SYS_ADMIN, CAP_SETPCAP
+# and CAP_NET_ADMIN); dropping a capability that is not in it changes
+# nothing, so a spare drops those present only.
+_BOUNDING = _bounding_set()
+_CAP_HDR = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+_CAP_NONE = (ctypes.c_uint32 * 6)()
+
+
 def _drop_caps():
     _chk(_prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL), "clear ambient caps")
-    for cap in range(64):
-        if _prctl(PR_CAPBSET_DROP, cap) != 0:
-            if ctypes.get_errno() == 22:  # EINVAL: past the last capability
-                break
-            raise OSError(ctypes.get_errno(), "drop bounding cap %d" % cap)
-    hdr = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
-    data = (ctypes.c_uint32 * 6)()
-    _chk(libc.capset(hdr, data), "capset")
+    for cap in _BOUNDING:
+        _chk(_prctl(PR_CAPBSET_DROP, cap), "drop bounding cap %d" % cap)
+    _chk(libc.capset(_CAP_HDR, _CAP_NONE), "capset")
 
 
 _FILTER = os.read(SECCOMP_FD, 1 << 20)
@@ -78,18 +100,17 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
+_FILTER_BUF = ctypes.create_string_buffer(_FILTER, len(_FILTER))
+_FILTER_PROG = _SockFprog(len(_FILTER) // 8, ctypes.addressof(_FILTER_BUF))
+
+
 def _load_filter():
     _chk(_prctl(PR_SET_NO_NEW_PRIVS, 1), "no_new_privs")
-    if not _FILTER:
-        return
-    buf = ctypes.create_string_buffer(_FILTER, len(_FILTER))
-    prog = _SockFprog(len(_FILTER) // 8, ctypes.addressof(buf))
-    _chk(_prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog)), "seccomp")
+    if _FILTER:
+        _chk(_prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(_FILTER_PROG)), "seccomp")
 
 
 def _lo_up():
-    import fcntl
-
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
         ifr = struct.pack("16sH14x", b"lo", 0x1 | 0x8 | 0x40)  # IFF_UP|IFF_LOOPBACK|IFF_RUNNING
@@ -99,8 +120,6 @@ def _lo_up():
 
 
 def _limit():
-    import resource
-
     for res, value in (
         (resource.RLIMIT_AS, CFG["memory"]),
         (resource.RLIMIT_FSIZE, CFG["file"]),
@@ -113,6 +132,32 @@ def _limit():
             value = min(value, hard)
         resource.setrlimit(res, (value, value))
 
+
+def _exit_status(st):
+    if os.WIFEXITED(st):
+        return os.WEXITSTATUS(st)
+    return -os.WTERMSIG(st)
+
+
+def _own_pid_namespace():
+    """Goes on as pid 1 of a PID namespace of the zygote's own.
+
+    A spare is forked into a new PID namespace, and the zygote then sets
+    the namespace of its next children back to its own (setns), which the
+    kernel allows only in a namespace whose owner is the zygote's user
+    namespace; bwrap's PID namespace belongs to its outer one. This process
+    (bwrap's pid 1) waits for the zygote and ends with it; the zygote's
+    spares die with either."""
+    _chk(libc.unshare(CLONE_NEWPID), "unshare")
+    pid = os.fork()
+    if pid == 0:
+        return
+    os.closerange(3, 1 << 20)
+    _, st = os.waitpid(pid, 0)
+    os._exit(_exit_status(st) & 0xFF)
+
+
+_own_pid_namespace()
 
 # --- the zygote's own start: stubs and heavy libraries, once ---------------
 sys.path.insert(0, "/app/.nekro")
@@ -160,36 +205,73 @@ with open("/app/.nekro/boot.py", encoding="utf-8") as f:
     src = f.read()
     exec(compile(src.replace("\n_run()\n", "\n"), "/app/.nekro/boot.py", "exec"), BOOT)
 ENV = {k: v for k, v in os.environ.items() if k not in CFG.get("zygote_env", [])}
+
+# _exit_work: what a run's exit has to do beyond what the zygote left.
+# The preloads registered atexit handlers (logging.shutdown, Pillow's and
+# pyplot's cache and figure cleanup) that free memory or flush handlers the
+# zygote made; a run's process ends with os._exit, so they are dropped here
+# and a run's exit runs only the handlers its own code registered, plus
+# logging.shutdown when it added handlers to the zygote's logging (a
+# logging first imported by the run registers its own). threading._shutdown
+# joins the run's non-daemon threads; it runs when the run started one or
+# registered a threading exit hook (concurrent.futures does), or when this
+# Python's threading has none of the attributes checked (3.13 and later).
+import atexit  # noqa: E402
+import threading  # noqa: E402
+
+atexit._clear()
+_THREAD_HOOKS = len(getattr(threading, "_threading_atexits", ()))
+_LOGGING = sys.modules.get("logging")
+_ZYGOTE_HANDLERS = len(getattr(_LOGGING, "_handlerList", ()))
+
+
+def _threads_started():
+    locks = getattr(threading, "_shutdown_locks", None)
+    hooks = getattr(threading, "_threading_atexits", None)
+    main = getattr(threading.main_thread(), "_tstate_lock", None)
+    if locks is None or hooks is None or main is None:
+        return True
+    return len(hooks) != _THREAD_HOOKS or any(lock is not main for lock in locks)
+
+
+def _handlers_added():
+    return _LOGGING is not None and len(getattr(_LOGGING, "_handlerList", ())) != _ZYGOTE_HANDLERS
 gc.collect()
 gc.freeze()
 _prctl(PR_SET_DUMPABLE, 0)  # nothing of the run's uid may read or trace the zygote
-signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # spares report to the host, not to us
 
 
-def _exit_status(st):
-    if os.WIFEXITED(st):
-        return os.WEXITSTATUS(st)
-    return -os.WTERMSIG(st)
-
-
-# C2's end of the "done" pipe, on which it tells C1 its exit status before
-# it exits. A process as big as a zygote's fork takes 10-25 ms to tear down
-# on this kind of VM (its memory, then its PID namespace); the status and
-# the end of the output reach the host first, and the host kills the run's
-# PID namespace when the status comes, so a run that says "done" early
-# ends there. Trusting the run for its exit status gives it nothing: its
-# code could os._exit() with any status anyway.
+# The run's copy of the status pipe, on which it tells the host its exit
+# status before it exits. A process as big as a zygote's fork takes 10-25
+# ms to tear down on this kind of VM (its memory, then its PID namespace);
+# the status and the end of the output reach the host first, and the host
+# kills the run's PID namespace when the status comes, so a run that says
+# "done" early ends there. Trusting the run for its exit status gives it
+# nothing: its code could os._exit() with any status anyway, and what it
+# writes on this pipe decides only its own run's status (a line that is
+# not a number is a failed run). The host reads the first line: the
+# run's, or the zygote's (_reap) when the run died without one.
 DONE_FD = 4
 
 
-def _run_c2(sock, status_w, done_w):
-    """C2: pid 1 of the run's PID namespace; never returns."""
+def _spare(sock, status_w):
+    """The spare: pid 1 of its own PID namespace, in the zygote's fork;
+    it becomes the run and never returns."""
     try:
+        done = os.dup2(status_w, 1000, inheritable=False)
         os.close(status_w)
-        done = os.dup2(done_w, 1000, inheritable=False)
-        os.close(done_w)
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        flags = CLONE_NEWNS | CLONE_NEWIPC
+        if not CFG["network"]:
+            flags |= CLONE_NEWNET
+        _chk(libc.unshare(flags), "unshare")
+        _mount(None, "/", None, MS_REC | MS_PRIVATE, None)
+        tmp = "mode=1777,size=%d" % CFG["tmp"]
+        _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, tmp)
+        _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, tmp)
         _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+        if not CFG["network"]:
+            _lo_up()
         _drop_caps()
         _limit()
         _load_filter()
@@ -208,6 +290,8 @@ def _run_c2(sock, status_w, done_w):
         exec("from api_caller import *", g)
         g["_ck"] = CHAT_KEY
         compile("pass\n", "main.py", "exec")
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         sock.send(b"r")
         msg, fds, _flags, _addr = socket.recv_fds(sock, 1 << 16, 2)
         if len(fds) != 2:
@@ -229,14 +313,19 @@ def _run_c2(sock, status_w, done_w):
         os.dup2(null, 0)
         os.close(null)
         api_caller._CONN_FD = 3
-        # Packages the chat installed since the zygote started (its layer
-        # changed under the finders' caches) import like the rest.
-        importlib.invalidate_caches()
+        # Packages the chat installed since the zygote started import like
+        # the rest: its layer's finder drops its listing. Only that one:
+        # importlib.invalidate_caches() would touch every finder, and each
+        # page a run touches is a copy-on-write fault (15-20 us here;
+        # measured 2.8 ms for all 47 finders, against a millisecond for
+        # the whole run). Finders of the sandbox's own directories have
+        # nothing to drop: nothing writes there.
+        layer = sys.path_importer_cache.get(api_caller._PACKAGES)
+        if layer is not None:
+            layer.invalidate_caches()
         src = b"".join(chunks).decode("utf-8", "replace")
     except BaseException:  # noqa: BLE001 - a broken spare must not run anything
         os._exit(125)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     filename = "main.py"
     code = 0
     try:
@@ -249,25 +338,30 @@ def _run_c2(sock, status_w, done_w):
         code = 1
     # What the interpreter does at exit: join non-daemon threads, run atexit
     # handlers, flush; then leave without tearing the preloaded modules down.
-    try:
-        import threading
-
-        threading._shutdown()
-    except BaseException:  # noqa: BLE001
-        pass
-    try:
-        import atexit
-
-        atexit._run_exitfuncs()
-    except BaseException:  # noqa: BLE001
-        pass
+    # Each step is skipped when the run gave it nothing to do (see
+    # _exit_work): what it would touch costs copy-on-write faults.
+    if _threads_started():
+        try:
+            threading._shutdown()
+        except BaseException:  # noqa: BLE001
+            pass
+    if atexit._ncallbacks():
+        try:
+            atexit._run_exitfuncs()
+        except BaseException:  # noqa: BLE001
+            pass
+    if _handlers_added():
+        try:
+            _LOGGING.shutdown()
+        except BaseException:  # noqa: BLE001
+            pass
     for s in (sys.stdout, sys.stderr):
         try:
             s.flush()
         except BaseException:  # noqa: BLE001
             pass
-    # The output ends here and C1 hears the status now, not after this
-    # process's teardown.
+    # The output ends here and the host hears the status now, not after
+    # this process's teardown.
     for fd in (1, 2):
         try:
             os.close(fd)
@@ -293,55 +387,44 @@ def _system_exit_code(e):
     return 1
 
 
-def _spare(sock, status_w):
-    """C1, in the zygote's fork: never returns."""
-    try:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWPID
-        if not CFG["network"]:
-            flags |= CLONE_NEWNET
-        _chk(libc.unshare(flags), "unshare")
-        _mount(None, "/", None, MS_REC | MS_PRIVATE, None)
-        tmp = "mode=1777,size=%d" % CFG["tmp"]
-        _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, tmp)
-        _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, tmp)
-        if not CFG["network"]:
-            _lo_up()
-        done_r, done_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(done_r)
-            _run_c2(sock, status_w, done_w)
-        sock.close()
-        os.close(done_w)
-        _drop_caps()
-        _load_filter()
-        said = b""
-        while not said.endswith(b"\n") and len(said) < 8:
-            b = os.read(done_r, 8)
-            if not b:
-                break
-            said += b
-        if said.endswith(b"\n") and said[:-1].isdigit():
-            os.write(status_w, said)  # the host kills what is left of the run
-            os.waitpid(pid, 0)
-        else:  # C2 died, or its code closed the pipe or wrote nonsense
-            _, st = os.waitpid(pid, 0)
-            os.write(status_w, b"%d\n" % _exit_status(st))
-    except BaseException:  # noqa: BLE001
-        os._exit(1)
-    os._exit(0)
+# The status pipes of the zygote's live spares and runs, by pid: _reap
+# writes the exit status of one that died without saying it was done.
+_STATUS = {}
 
 
-def main():
-    ctl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, CTL_FD)
-    ctl.sendall(json.dumps({"ready": True}).encode())
+def _reap(_signum, _frame):
     while True:
-        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        status_r, status_w = os.pipe()
+        try:
+            pid, st = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        w = _STATUS.pop(pid, None)
+        if w is None:
+            continue
+        try:
+            # After the run's own line, if it wrote one: the host reads
+            # the first line only, or has closed its end (EPIPE).
+            os.write(w, b"%d\n" % _exit_status(st))
+        except OSError:
+            pass
+        os.close(w)
+
+
+def _fork_spare(ctl, own_pid_ns):
+    """Forks a spare as pid 1 of a new PID namespace and returns its pid,
+    its socket's host end and the status pipe's read end."""
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    status_r, status_w = os.pipe()
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
+    try:
+        _chk(libc.unshare(CLONE_NEWPID), "unshare")  # for the next child only
         pid = os.fork()
         if pid == 0:
             try:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGCHLD])
                 ctl.close()
                 a.close()
                 os.close(status_r)
@@ -357,8 +440,23 @@ def main():
             except BaseException:  # noqa: BLE001
                 os._exit(1)
             _spare(b, status_w)
-        b.close()
-        os.close(status_w)
+        # Children forked from here on are in the zygote's own namespace
+        # again, until the next unshare.
+        _chk(libc.setns(own_pid_ns, CLONE_NEWPID), "setns")
+        _STATUS[pid] = status_w
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGCHLD])
+    b.close()
+    return pid, a, status_r
+
+
+def main():
+    signal.signal(signal.SIGCHLD, _reap)
+    own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    ctl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, CTL_FD)
+    ctl.sendall(json.dumps({"ready": True}).encode())
+    while True:
+        pid, a, status_r = _fork_spare(ctl, own_pid_ns)
         socket.send_fds(ctl, [json.dumps({"spare": pid}).encode()], [a.fileno(), status_r])
         a.close()
         os.close(status_r)

@@ -47,9 +47,12 @@ func Filter() ([]byte, error) { return compile(program(groups())) }
 // except that unshare (without CLONE_NEWUSER, CLONE_NEWCGROUP,
 // CLONE_NEWUTS or CLONE_NEWTIME) and mount are allowed, which the zygote's
 // spares need to give each run fresh mount, IPC, PID and network
-// namespaces with its own /tmp, /dev/shm and /proc. Each spare loads
-// Filter on top of it (filters stack; the strictest answer wins) before
-// the run's code is read, so the code itself runs under Filter.
+// namespaces with its own /tmp, /dev/shm and /proc, and so is setns of a
+// PID namespace alone (nstype exactly CLONE_NEWPID), with which the zygote
+// forks its next children in its own PID namespace again after forking a
+// spare into a new one. Each spare loads Filter on top of it (filters
+// stack; the strictest answer wins) before the run's code is read, so the
+// code itself runs under Filter.
 func ZygoteFilter() ([]byte, error) {
 	var gs []group
 	for _, g := range groups() {
@@ -60,6 +63,10 @@ func ZygoteFilter() ([]byte, error) {
 				continue
 			case "unshare":
 				r.cond = &cond{arg: 0, anyBits: unix.CLONE_NEWUSER | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWTIME}
+			case "setns":
+				// nstype 0 joins whatever namespace the descriptor is.
+				rules = append(rules, rule{name: r.name, nr: r.nr, errno: r.errno, cond: &cond{arg: 1, equal: u32(0)}})
+				r.cond = &cond{arg: 1, anyBits: cloneNewFlags &^ unix.CLONE_NEWPID}
 			}
 			rules = append(rules, r)
 		}
