@@ -72,8 +72,9 @@ func mustZygote(t *testing.T, s *testutil.Served, chat, code string) string {
 func TestZygoteRunsSeeNothingOfEarlierRuns(t *testing.T) {
 	s := testutil.Serve(t, testutil.DataDir(t), "tok")
 	warmUp(t, s, "zc")
-	mustZygote(t, s, "zc", `
+	first := mustZygote(t, s, "zc", `
 import numpy as np, matplotlib, json, os, sys, threading, subprocess, socket, time
+print('rand', np.random.randint(1 << 30))
 np.set_printoptions(precision=2)
 matplotlib.rcParams['lines.linewidth'] = 9
 sys.modules['leaky'] = json
@@ -103,6 +104,7 @@ print(json.dumps({
     "pids": sorted(p for p in os.listdir("/proc") if p.isdigit()),
     "fds": sorted(os.listdir("/proc/self/fd")), "threads": threading.active_count(),
     "unix": refused("\0leak", socket.AF_UNIX), "tcp": refused(("127.0.0.1", 5555), socket.AF_INET),
+    "rand": np.random.randint(1 << 30), "zygote_env": "OPENBLAS_NUM_THREADS" in os.environ,
 }))
 `)
 	var got struct {
@@ -112,6 +114,8 @@ print(json.dumps({
 		Tmp, Shm, Pids, Fds []string
 		Threads             int
 		Unix, TCP           bool
+		Rand                int
+		ZygoteEnv           bool `json:"zygote_env"`
 	}
 	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &got); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -132,6 +136,14 @@ print(json.dumps({
 	}
 	if !got.Unix || !got.TCP {
 		t.Errorf("a socket of the earlier run is reachable: %s", out)
+	}
+	// Each run draws its own numbers (the zygote reseeds numpy for each
+	// spare), and sees the runs' environment, not the zygote's.
+	if strings.Contains(first, fmt.Sprintf("rand %d\n", got.Rand)) {
+		t.Errorf("two runs drew the same numpy random number %d: %s", got.Rand, first)
+	}
+	if got.ZygoteEnv {
+		t.Errorf("the run sees the zygote's own environment (OPENBLAS_NUM_THREADS)")
 	}
 }
 
