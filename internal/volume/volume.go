@@ -252,6 +252,83 @@ func grow(ctx context.Context, image string, size int64, online bool) error {
 
 // mountMoving mounts image at dir. Whatever a plain dir held (files from
 // before volumes were used) is moved into the volume.
+// mountImage mounts the ext4 image at dir through a loop device of its
+// own that goes away when the filesystem is unmounted. It binds the
+// device itself (LOOP_CONFIGURE, Linux 5.8+: about 2 ms) and runs
+// mount(8) only where that is not possible (an older kernel, no
+// /dev/loopN nodes): starting mount(8) took ~33 ms here, most of a new
+// chat's first run.
+func mountImage(ctx context.Context, image, dir string) error {
+	err := mountLoop(image, dir)
+	if err == nil {
+		return nil
+	}
+	out, merr := exec.CommandContext(ctx, "mount", "-o", "loop,nosuid,nodev,noatime", image, dir).CombinedOutput()
+	if merr != nil {
+		return fmt.Errorf("mount: %v: %s (binding a loop device directly: %v)", merr, strings.TrimSpace(string(out)), err)
+	}
+	return nil
+}
+
+// mountLoop binds a free loop device to image (autoclear) and mounts it
+// at dir. Another process can take the free device first: then it tries
+// the next one.
+func mountLoop(image, dir string) error {
+	// An image still bound to a loop device (mounted elsewhere, or left
+	// bound) must be mounted through that device, never a second one:
+	// two block devices on one ext4 image corrupt it. mount(8) does that.
+	if bound, err := filepath.Glob("/sys/block/loop*/loop/backing_file"); err == nil {
+		abs, _ := filepath.Abs(image)
+		for _, f := range bound {
+			if b, err := os.ReadFile(f); err == nil && strings.TrimSuffix(string(b), "\n") == abs {
+				return fmt.Errorf("%s is bound to a loop device already", image)
+			}
+		}
+	}
+	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer ctl.Close()
+	img, err := os.OpenFile(image, os.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer img.Close()
+	for range 8 {
+		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
+		if err != nil {
+			return fmt.Errorf("find a free loop device: %w", err)
+		}
+		dev := "/dev/loop" + strconv.Itoa(n)
+		loop, err := os.OpenFile(dev, os.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		cfg := unix.LoopConfig{Fd: uint32(img.Fd())}
+		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
+		copy(cfg.Info.File_name[:len(cfg.Info.File_name)-1], image)
+		err = unix.IoctlLoopConfigure(int(loop.Fd()), &cfg)
+		if errors.Is(err, unix.EBUSY) {
+			loop.Close() // taken meanwhile
+			continue
+		}
+		if err != nil {
+			loop.Close()
+			return fmt.Errorf("bind %s to %s: %w", dev, image, err)
+		}
+		// The mount holds the device from here; closing it would free it
+		// (autoclear) only if the mount failed.
+		err = unix.Mount(dev, dir, "ext4", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOATIME, "")
+		loop.Close()
+		if err != nil {
+			return fmt.Errorf("mount %s at %s: %w", dev, dir, err)
+		}
+		return nil
+	}
+	return errors.New("no free loop device stayed free")
+}
+
 func mountMoving(ctx context.Context, image, dir string) error {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -268,13 +345,12 @@ func mountMoving(ctx context.Context, image, dir string) error {
 			return err
 		}
 	}
-	out, err := exec.CommandContext(ctx, "mount", "-o", "loop,nosuid,nodev,noatime", image, dir).CombinedOutput()
-	if err != nil {
+	if err := mountImage(ctx, image, dir); err != nil {
 		if aside != "" {
 			os.Remove(dir)
 			os.Rename(aside, dir)
 		}
-		return fmt.Errorf("mount: %v: %s", err, strings.TrimSpace(string(out)))
+		return err
 	}
 	os.Remove(filepath.Join(dir, "lost+found")) // an empty fsck directory the sandbox need not see
 	if aside != "" {
