@@ -271,6 +271,61 @@ func parseLatencies(out string) ([]time.Duration, error) {
 // plotCode is the small chart the AI's code draws most often.
 const plotCode = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3]); plt.savefig('/app/shared/p.png')"
 
+// plotFloor draws plotCode's chart, unsandboxed, in a Python that has
+// imported pyplot and drawn once: %d times in that process itself, then %d
+// times in a child forked from it for each chart (what a zygote's run
+// pays: the draw plus the copy-on-write faults of a fresh fork), 50 ms
+// apart. It prints two lines of nanosecond latencies.
+const plotFloor = `
+import os, sys, tempfile, time
+os.environ.setdefault("MPLCONFIGDIR", tempfile.mkdtemp())
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+out = os.path.join(tempfile.mkdtemp(), "p.png")
+def draw():
+    plt.plot([1, 2, 3]); plt.savefig(out); plt.close("all")
+draw()
+lat = []
+for i in range(%d):
+    time.sleep(0.05)
+    t = time.perf_counter_ns(); draw(); lat.append(time.perf_counter_ns() - t)
+print(" ".join(map(str, lat)))
+import gc; gc.collect(); gc.freeze()
+lat = []
+for i in range(%d):
+    time.sleep(0.05)
+    r, w = os.pipe()
+    t = time.perf_counter_ns()
+    pid = os.fork()
+    if pid == 0:
+        draw(); os.write(w, b"x"); os._exit(0)
+    os.read(r, 1); lat.append(time.perf_counter_ns() - t)
+    os.waitpid(pid, 0); os.close(r); os.close(w)
+print(" ".join(map(str, lat)))
+os.remove(out); os.rmdir(os.path.dirname(out))
+`
+
+// plotFloors measures plotFloor with python: the in-process and the
+// fork-per-chart latencies.
+func plotFloors(ctx context.Context, python string, runs int) (inProcess, forked []time.Duration, err error) {
+	cmd := exec.CommandContext(ctx, python, "-c", fmt.Sprintf(plotFloor, runs, runs))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, nil, fmt.Errorf("the unsandboxed chart baseline: %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 {
+		return nil, nil, fmt.Errorf("the unsandboxed chart baseline printed %q", out)
+	}
+	if inProcess, err = parseLatencies(lines[0]); err != nil {
+		return nil, nil, err
+	}
+	forked, err = parseLatencies(lines[1])
+	return inProcess, forked, err
+}
+
 // activeChatRows measures what a chat that is being talked to pays, as
 // `nekro serve` runs it (warm sandboxes): `pass` and a small matplotlib
 // PNG through the runtime (configured as nekro serve configures it), and
@@ -381,6 +436,13 @@ func activeChatRows(ctx context.Context, w io.Writer, dataDir, python string, p 
 		ms(sp.P50), ms(sp.P99), ms(stats.Summarize(passIn).P50))
 	fmt.Fprintf(w, "`import numpy`                      p50 %6.1f ms  p99 %6.1f ms  (goal: no more than `pass`)\n", ms(sn.P50), ms(sn.P99))
 	fmt.Fprintf(w, "matplotlib PNG (plt.plot; savefig)  p50 %6.1f ms  p99 %6.1f ms  (goal p50 <= 100 ms)\n", ms(sg.P50), ms(sg.P99))
+	if inProc, forked, err := plotFloors(ctx, python, runs); err != nil {
+		fmt.Fprintf(w, "  (no unsandboxed baseline: %v)\n", err)
+	} else {
+		si, sf := stats.Summarize(inProc), stats.Summarize(forked)
+		fmt.Fprintf(w, "  the same chart unsandboxed, in a warm Python     p50 %6.1f ms  (the PNG row is %s)\n", ms(si.P50), stats.Ratio(sg.P50, si.P50))
+		fmt.Fprintf(w, "  ... in a child forked from it for each chart     p50 %6.1f ms  (the PNG row is %s)\n", ms(sf.P50), stats.Ratio(sg.P50, sf.P50))
+	}
 	fmt.Fprintf(w, "`pass` through POST /api/chats/{chat}/exec  p50 %6.1f ms  p99 %6.1f ms  (goal p50 <= 5 ms)\n", ms(sa.P50), ms(sa.P99))
 	if b, ok := rt.Runner().(*bwrap.Runner); ok {
 		for _, z := range b.ZygoteStats() {
