@@ -30,8 +30,11 @@ nekro_pg_start() {
     fi
   done
 
-  # A free port: not used by another cluster, nothing listening.
-  port=55432
+  # A free port: not used by another cluster, nothing listening. Below
+  # Linux's ephemeral range (32768-60999): a port in it can be taken at
+  # any moment as the local end of some outgoing connection, and the
+  # server then fails to start ("Address already in use"), as it once did.
+  port=25432
   while pg_lsclusters -h 2>/dev/null | awk '{print $3}' | grep -qx "$port" ||
         (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; do
     port=$((port + 1))
