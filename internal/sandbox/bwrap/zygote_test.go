@@ -252,3 +252,54 @@ print("still running")
 		t.Fatalf("a process of the run kept running after it claimed to be done: %q", got)
 	}
 }
+
+// A chat whose code draws charts gets spares that rehearse a chart once
+// they have waited for code a while (its pages are then copied before the
+// run's own chart), and nothing of the rehearsal shows: no figure is
+// open, the run's first figure is number 1 and blank. A chat that never
+// drew gets no rehearsal: its spare has copied far fewer pages when its
+// run starts (counted as the run process's minor faults, which include
+// the spare's, being the same process).
+func TestZygoteSparesRehearseChartsForChatsThatDraw(t *testing.T) {
+	s := testutil.Serve(t, testutil.DataDir(t), "tok")
+	const probe = `
+import resource, json
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+import matplotlib.pyplot as plt
+print(json.dumps({"faults": faults, "open": plt.get_fignums(), "number": plt.figure().number,
+    "title": plt.gca().get_title(), "lines": len(plt.gca().lines)}))
+`
+	measure := func(chat string) int {
+		time.Sleep(1500 * time.Millisecond) // the spare has waited, as for a model's reply
+		out, stop := execAPI(t, s, chat, fromZygote+probe)
+		if !strings.HasPrefix(out, "ZYGOTE\n") || stop != "NORMAL" {
+			t.Fatalf("the run in %s did not come from its zygote or failed (%s): %s", chat, stop, out)
+		}
+		var got struct {
+			Faults, Number, Lines int
+			Open                  []int
+			Title                 string
+		}
+		if err := json.Unmarshal([]byte(strings.TrimPrefix(out, "ZYGOTE\n")), &got); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		if len(got.Open) != 0 || got.Number != 1 || got.Title != "" || got.Lines != 0 {
+			t.Errorf("a rehearsed chart shows in %s's run: %s", chat, out)
+		}
+		return got.Faults
+	}
+	for _, chat := range []string{"drawer", "plain"} {
+		warmUp(t, s, chat)
+	}
+	mustZygote(t, s, "drawer", "import matplotlib.pyplot as plt\nplt.plot([1, 2]); plt.savefig('/app/shared/c.png')")
+	for _, chat := range []string{"drawer", "plain"} {
+		// Use up the spares forked before the chart.
+		mustZygote(t, s, chat, "pass")
+		mustZygote(t, s, chat, "pass")
+	}
+	drew, plain := measure("drawer"), measure("plain")
+	t.Logf("faults before the run: drawing chat %d, other %d", drew, plain)
+	if drew-plain < 1500 {
+		t.Errorf("the drawing chat's spare copied %d pages before its run, the other chat's %d: no chart rehearsed", drew, plain)
+	}
+}
