@@ -252,12 +252,11 @@ func grow(ctx context.Context, image string, size int64, online bool) error {
 
 // mountMoving mounts image at dir. Whatever a plain dir held (files from
 // before volumes were used) is moved into the volume.
-// mountImage mounts the ext4 image at dir through a loop device of its
-// own that goes away when the filesystem is unmounted. It binds the
-// device itself (LOOP_CONFIGURE, Linux 5.8+: about 2 ms) and runs
-// mount(8) only where that is not possible (an older kernel, no
-// /dev/loopN nodes): starting mount(8) took ~33 ms here, most of a new
-// chat's first run.
+// mountImage mounts the ext4 image at dir through a loop device that goes
+// away when the filesystem is unmounted. It binds the device itself
+// (LOOP_CONFIGURE, Linux 5.8+: about 5 ms) and runs mount(8) only where
+// that is not possible (an older kernel, no /dev/loopN nodes): starting
+// mount(8) took ~33 ms here, most of a new chat's first run.
 func mountImage(ctx context.Context, image, dir string) error {
 	err := mountLoop(image, dir)
 	if err == nil {
@@ -270,63 +269,98 @@ func mountImage(ctx context.Context, image, dir string) error {
 	return nil
 }
 
-// mountLoop binds a free loop device to image (autoclear) and mounts it
-// at dir. Another process can take the free device first: then it tries
-// the next one.
+const mountFlags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOATIME
+
+// mountLoop mounts image at dir. An image still bound to a loop device
+// (its filesystem still alive: a process that held the volume has
+// unmounted it lazily while something of it, such as a plugin's process,
+// still had a file open there) is mounted through that device, which
+// gives the same live filesystem, as mount(8) does: a second device on
+// the image would be a second filesystem over the same blocks, showing
+// stale contents and corrupting it. Otherwise it binds a free loop device
+// (autoclear) to the image; another process can take the free device
+// first, and then it tries the next one.
 func mountLoop(image, dir string) error {
-	// An image still bound to a loop device (mounted elsewhere, or left
-	// bound) must be mounted through that device, never a second one:
-	// two block devices on one ext4 image corrupt it. mount(8) does that.
-	if bound, err := filepath.Glob("/sys/block/loop*/loop/backing_file"); err == nil {
-		abs, _ := filepath.Abs(image)
-		for _, f := range bound {
-			if b, err := os.ReadFile(f); err == nil && strings.TrimSuffix(string(b), "\n") == abs {
-				return fmt.Errorf("%s is bound to a loop device already", image)
+	for range 8 {
+		dev, err := boundLoop(image)
+		if err != nil {
+			return err
+		}
+		var hold *os.File
+		if dev == "" {
+			dev, hold, err = bindLoop(image)
+			if errors.Is(err, unix.EBUSY) {
+				continue // the free device was taken meanwhile
+			}
+			if err != nil {
+				return err
 			}
 		}
+		err = unix.Mount(dev, dir, "ext4", mountFlags, "")
+		if hold != nil {
+			hold.Close() // the mount holds the device now, or it goes away
+		}
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.ENXIO) && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("mount %s at %s: %w", dev, dir, err)
+		}
+		// The bound device went away meanwhile: look again.
 	}
+	return errors.New("no loop device for the image stayed usable")
+}
+
+// boundLoop returns the loop device image is bound to, or "".
+func boundLoop(image string) (string, error) {
+	abs, err := filepath.Abs(image)
+	if err != nil {
+		return "", err
+	}
+	bound, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	if err != nil {
+		return "", err
+	}
+	for _, f := range bound {
+		if b, err := os.ReadFile(f); err == nil && strings.TrimSuffix(string(b), "\n") == abs {
+			return "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(f))), nil
+		}
+	}
+	return "", nil
+}
+
+// bindLoop binds a free loop device to image with autoclear: it goes away
+// when its last user, the filesystem about to be mounted, lets it go. It
+// returns the device and an open descriptor of it, which keeps it bound
+// until the caller has mounted it and closes that.
+func bindLoop(image string) (string, *os.File, error) {
 	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	defer ctl.Close()
 	img, err := os.OpenFile(image, os.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	defer img.Close()
-	for range 8 {
-		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
-		if err != nil {
-			return fmt.Errorf("find a free loop device: %w", err)
-		}
-		dev := "/dev/loop" + strconv.Itoa(n)
-		loop, err := os.OpenFile(dev, os.O_RDWR|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		cfg := unix.LoopConfig{Fd: uint32(img.Fd())}
-		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
-		copy(cfg.Info.File_name[:len(cfg.Info.File_name)-1], image)
-		err = unix.IoctlLoopConfigure(int(loop.Fd()), &cfg)
-		if errors.Is(err, unix.EBUSY) {
-			loop.Close() // taken meanwhile
-			continue
-		}
-		if err != nil {
-			loop.Close()
-			return fmt.Errorf("bind %s to %s: %w", dev, image, err)
-		}
-		// The mount holds the device from here; closing it would free it
-		// (autoclear) only if the mount failed.
-		err = unix.Mount(dev, dir, "ext4", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOATIME, "")
-		loop.Close()
-		if err != nil {
-			return fmt.Errorf("mount %s at %s: %w", dev, dir, err)
-		}
-		return nil
+	n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
+	if err != nil {
+		return "", nil, fmt.Errorf("find a free loop device: %w", err)
 	}
-	return errors.New("no free loop device stayed free")
+	dev := "/dev/loop" + strconv.Itoa(n)
+	loop, err := os.OpenFile(dev, os.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", nil, err
+	}
+	cfg := unix.LoopConfig{Fd: uint32(img.Fd())}
+	cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
+	copy(cfg.Info.File_name[:len(cfg.Info.File_name)-1], image)
+	if err := unix.IoctlLoopConfigure(int(loop.Fd()), &cfg); err != nil {
+		loop.Close()
+		return "", nil, fmt.Errorf("bind %s to %s: %w", dev, image, err)
+	}
+	return dev, loop, nil
 }
 
 func mountMoving(ctx context.Context, image, dir string) error {

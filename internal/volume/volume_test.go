@@ -177,3 +177,38 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		}
 	})
 }
+
+// A volume released while a file in it is still open (a plugin's process
+// outliving the nekro process that held the volume) stays alive, lazily
+// unmounted; acquired again meanwhile, it is that same filesystem, with
+// what was written through the open file, never a second one over the
+// same image (stale, and corrupting it).
+func TestVolumeReleasedWhileInUseIsTheSameWhenAcquiredAgain(t *testing.T) {
+	need(t)
+	base := t.TempDir()
+	img, dir := filepath.Join(base, "v.img"), filepath.Join(base, "v")
+	spec := volume.Spec{Bytes: 8 << 20, Inodes: 100, UID: -1, Mode: 0o700}
+	a := acquire(t, img, dir, spec)
+	f, err := os.Create(filepath.Join(dir, "open"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("written while open"); err != nil {
+		t.Fatal(err)
+	}
+	a.Release()
+	if isMount(dir) {
+		t.Fatal("the last release left the volume mounted")
+	}
+	acquire(t, img, dir, spec)
+	if b, err := os.ReadFile(filepath.Join(dir, "open")); string(b) != "written while open" {
+		t.Errorf("acquired again while the old mount lives on: %q %v", b, err)
+	}
+	if _, err := f.WriteString("; and after"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "open")); string(b) != "written while open; and after" {
+		t.Errorf("a write through the old mount's open file does not show in the new one: %q", b)
+	}
+}
