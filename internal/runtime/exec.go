@@ -123,8 +123,12 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 		}
 	}()
 	if rt.spares != nil {
-		// The next run in this chat finds a sandbox already started.
-		defer rt.bg.Go(func() { rt.spawnSpare(req.ChatKey, limits, methods) })
+		// The next run in this chat finds a sandbox already started,
+		// started spareDelay after this one's result is returned.
+		defer rt.bg.Go(func() {
+			time.Sleep(spareDelay)
+			rt.spawnSpare(req.ChatKey, limits, methods)
+		})
 	}
 	for {
 		if pr == nil {
@@ -217,6 +221,13 @@ func (rt *Runtime) enforceSharedQuota(pr *preparedRun) string {
 	rt.log.Warn("sandbox over its shared quota: emptied", "chat", pr.chatKey, "bytes", total, "quota", rt.cfg.SharedQuota)
 	return fmt.Sprintf("/app/shared held %d MiB, over the %d MiB quota, and was emptied", total>>20, rt.cfg.SharedQuota>>20)
 }
+
+// spareDelay is how long after a run's result the chat's next sandbox is
+// started: long enough for the caller to hand the result on (an HTTP
+// answer takes well under a millisecond) before a zygote forks its next
+// spare, 10-40 ms of CPU on a 2-core VM (see bwrap's reapDelay, measured
+// with it).
+const spareDelay = 5 * time.Millisecond
 
 // agentGrace is how long the rest of a run may take to end after an AGENT
 // call: time for the caller to print the result and exit by itself.

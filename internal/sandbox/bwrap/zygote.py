@@ -272,6 +272,7 @@ def _reseed():
 # Python's threading has none of the attributes checked (3.13 and later).
 import atexit  # noqa: E402
 import threading  # noqa: E402
+from time import sleep as _sleep  # noqa: E402
 
 atexit._clear()
 _THREAD_HOOKS = len(getattr(threading, "_threading_atexits", ()))
@@ -412,7 +413,11 @@ def _spare(sock, status_w):
         except BaseException:  # noqa: BLE001
             pass
     # The output ends here and the host hears the status now, not after
-    # this process's teardown.
+    # this process's teardown. The host kills the run a moment later
+    # (zygote.go's reapDelay), once it has handed the result on: the
+    # teardown of this process, 10-25 ms of CPU on this kind of VM, then
+    # does not compete with that. The wait is bounded in case no kill
+    # comes.
     for fd in (1, 2):
         try:
             os.close(fd)
@@ -421,6 +426,10 @@ def _spare(sock, status_w):
     try:
         os.write(DONE_FD, b"%d\n" % (code & 0xFF))
     except OSError:
+        pass
+    try:
+        _sleep(5)
+    except BaseException:  # noqa: BLE001
         pass
     os._exit(code)
 
