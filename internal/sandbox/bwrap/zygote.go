@@ -141,7 +141,10 @@ func zygoteKey(spec sandbox.Spec) string {
 
 // fromZygote returns a process on the chat's zygote's ready spare, or nil
 // (the caller starts a fresh sandbox). It starts the chat's zygote on its
-// second start within ZygoteIdle (a chat that runs code once gets none).
+// second start within ZygoteIdle. Under nekro serve, whose runtime starts
+// a warm spare after each run, that is the spare after the chat's first
+// run: a chat that has run code once gets a zygote, ready for its third
+// run (about 1 s of CPU and 60 MB, bounded by Zygotes and ZygoteMemory).
 func (r *Runner) fromZygote(ctx context.Context, spec sandbox.Spec) sandbox.Process {
 	if r.Zygotes <= 0 || spec.Conn == nil || spec.RunDir != "" {
 		return nil
