@@ -98,6 +98,21 @@ _FILTER = os.read(SECCOMP_FD, 1 << 20)
 os.close(SECCOMP_FD)
 
 
+
+def _reserve_low_fds():
+    """Holds the lowest free descriptors (at least up to 19) while
+    libraries open files they keep (matplotlib keeps its font file open,
+    and FreeType reads glyphs through it on demand): those get numbers
+    above every descriptor a spare or a run sets for itself (3-4, and the
+    two it receives), and stay open in them (_LIB_FDS). A font a rehearsal
+    left on descriptor 4 was the run's status pipe there, and text in the
+    run's chart failed to render ("Illegal seek")."""
+    return [os.open(os.devnull, os.O_RDONLY) for _ in range(16)]
+
+
+_RESERVED = _reserve_low_fds()
+
+
 class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
@@ -222,12 +237,25 @@ def _note_charts(src):
 
 def _rehearse_chart(sock):
     """Draws a throwaway chart if the chat draws and no code came within
-    _IDLE_BEFORE_CHART (code that comes meanwhile waits for it)."""
-    if not _CHARTS[0] or "matplotlib.pyplot" not in sys.modules:
+    _IDLE_BEFORE_CHART (code that comes meanwhile waits for it). The chat's
+    run going on while this spare waits may be the one that draws: the
+    spare looks again a while later."""
+    if "matplotlib.pyplot" not in sys.modules:
         return
-    ready, _, _ = select.select([sock], [], [], _IDLE_BEFORE_CHART)
-    if not ready:
-        _warm_matplotlib()
+    for idle in (_IDLE_BEFORE_CHART, 2.0):
+        ready, _, _ = select.select([sock], [], [], idle)
+        if ready:
+            return
+        if _CHARTS[0]:
+            global _LIB_FDS
+            reserved = _reserve_low_fds()
+            try:
+                _warm_matplotlib()
+                _LIB_FDS = _LIB_FDS | _library_fds(reserved)
+            finally:
+                for fd in reserved:
+                    os.close(fd)
+            return
 
 
 import gc  # noqa: E402
@@ -296,6 +324,42 @@ gc.freeze()
 _prctl(PR_SET_DUMPABLE, 0)  # nothing of the run's uid may read or trace the zygote
 
 
+def _library_fds(reserved):
+    """The descriptors the libraries opened and keep: regular files open
+    for reading only (anything else is closed in spares, as before)."""
+    import stat
+
+    fds = []
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd <= 4 or fd in reserved:  # 0-4: stdio, the control socket, DONE_FD
+            continue
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode) and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
+                fds.append(fd)
+        except OSError:
+            pass  # the listing's own descriptor, gone by now
+    return frozenset(fds)
+
+
+_LIB_FDS = _library_fds(_RESERVED)
+for _fd in _RESERVED:
+    os.close(_fd)
+del _RESERVED
+
+
+def _close_fds(keep, start=3):
+    """Closes every descriptor from start on but those in keep and the
+    libraries' (_LIB_FDS)."""
+    keep = sorted(set(keep) | _LIB_FDS)
+    low = start
+    for fd in keep:
+        if fd >= low:
+            os.closerange(low, fd)
+            low = fd + 1
+    os.closerange(low, 1 << 20)
+
+
 # The run's copy of the status pipe, on which it tells the host its exit
 # status before it exits. A process as big as a zygote's fork takes 10-25
 # ms to tear down on this kind of VM (its memory, then its PID namespace);
@@ -359,7 +423,7 @@ def _spare(sock, status_w):
         os.dup2(out, 2)
         os.dup2(conn, 3)
         os.dup2(done, DONE_FD, inheritable=False)
-        os.closerange(DONE_FD + 1, 1 << 20)
+        _close_fds((), start=DONE_FD + 1)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
@@ -523,14 +587,7 @@ def _fork_spare(ctl, own_pid_ns):
                 a.close()
                 os.close(status_r)
                 os.setsid()
-                keep = {b.fileno(), status_w}
-                for fd in range(3, max(keep) + 1):
-                    if fd not in keep:
-                        try:
-                            os.close(fd)
-                        except OSError:
-                            pass
-                os.closerange(max(keep) + 1, 1 << 20)
+                _close_fds({b.fileno(), status_w})
             except BaseException:  # noqa: BLE001
                 os._exit(1)
             _spare(b, status_w)
