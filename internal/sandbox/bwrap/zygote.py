@@ -9,9 +9,11 @@
 # goes back to its own with setns) as its pid 1: it unshares mount, IPC and
 # network namespaces, mounts a fresh tmpfs on /tmp and /dev/shm and its own
 # /proc, brings lo up, drops every capability, lowers the rlimits, loads
-# the strict filter, resets environment and working directory, then tells
-# the host it is ready and waits on its socket for the code, the output
-# pipe and the RPC connection, all sent by the host directly.
+# the strict filter, sets its working directory and rehearses a run's
+# hand-over and exit (_rehearse_exit), then tells the host it is ready and
+# waits on its socket for the code, the output pipe and the RPC
+# connection, all sent by the host directly (in a chat that draws, it
+# rehearses a chart meanwhile: _rehearse_chart).
 #
 # The zygote tells the host about each spare (its pid, its socket and the
 # status pipe's read end, by SCM_RIGHTS on the control socket, fd 3) and
@@ -240,6 +242,7 @@ def _rehearse_chart(sock):
     _IDLE_BEFORE_CHART (code that comes meanwhile waits for it). The chat's
     run going on while this spare waits may be the one that draws: the
     spare looks again a while later."""
+    global _LIB_FDS
     if "matplotlib.pyplot" not in sys.modules:
         return
     for idle in (_IDLE_BEFORE_CHART, 2.0):
@@ -247,7 +250,6 @@ def _rehearse_chart(sock):
         if ready:
             return
         if _CHARTS[0]:
-            global _LIB_FDS
             reserved = _reserve_low_fds()
             try:
                 _warm_matplotlib()
