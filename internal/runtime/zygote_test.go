@@ -38,9 +38,8 @@ func zygoteRun(t *testing.T, rt *runtime.Runtime, code string) *runtime.ExecResu
 }
 
 // Runs from a zygote behave as fresh runs do: method calls, exit codes
-// (os._exit's too),
-// the time limit (the whole run killed), the output cap; and when the
-// zygote dies, the chat's runs go on in fresh sandboxes.
+// (os._exit's too), the time limit (the whole run killed), the output cap;
+// and when the zygote dies, the chat's runs go on in fresh sandboxes.
 func TestZygoteRunsBehaveAsFreshRuns(t *testing.T) {
 	rt, err := apptest.OpenRuntime(t, runtime.Config{
 		DataDir: testutil.DataDir(t), Plugins: []*plugin.Plugin{testPlugin()}, WarmSpares: true, Zygotes: 2,

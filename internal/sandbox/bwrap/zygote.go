@@ -38,8 +38,9 @@ package bwrap
 // (its parent, outside the run's PID namespace) when the run died without
 // saying so. The run could forge its own status, and gains nothing by it:
 // its code could exit with any status anyway. Timeouts and Kill signal
-// the run's pid 1 through a pidfd, which ends its whole namespace. Per-run cgroups work as for fresh runs: the host
-// moves the spare's run process into the run's group while it waits.
+// the run's pid 1 through a pidfd, which ends its whole namespace.
+// Per-run cgroups work as for fresh runs: the host moves the spare's run
+// process into the run's group while it waits.
 //
 // Zygotes are bounded: at most Runner.Zygotes, their PSS together at most
 // Runner.ZygoteMemory (least recently used stopped first), each stopped
