@@ -250,8 +250,6 @@ func grow(ctx context.Context, image string, size int64, online bool) error {
 	return nil
 }
 
-// mountMoving mounts image at dir. Whatever a plain dir held (files from
-// before volumes were used) is moved into the volume.
 // mountImage mounts the ext4 image at dir through a loop device that goes
 // away when the filesystem is unmounted. It binds the device itself
 // (LOOP_CONFIGURE, Linux 5.8+: about 5 ms) and runs mount(8) only where
@@ -363,6 +361,8 @@ func bindLoop(image string) (string, *os.File, error) {
 	return dev, loop, nil
 }
 
+// mountMoving mounts image at dir. Whatever a plain dir held (files from
+// before volumes were used) is moved into the volume.
 func mountMoving(ctx context.Context, image, dir string) error {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
