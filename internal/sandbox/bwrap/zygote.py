@@ -29,7 +29,7 @@ import fcntl
 import json
 import mmap
 import os
-import resource
+import resource  # noqa: F401 - loaded here, not in each spare: boot.py's _set_limits imports it
 import select
 import signal
 import socket
@@ -136,20 +136,6 @@ def _lo_up():
         fcntl.ioctl(s.fileno(), 0x8914, ifr)  # SIOCSIFFLAGS
     finally:
         s.close()
-
-
-def _limit():
-    for res, value in (
-        (resource.RLIMIT_AS, CFG["memory"]),
-        (resource.RLIMIT_FSIZE, CFG["file"]),
-        (resource.RLIMIT_NPROC, CFG["processes"]),
-        (resource.RLIMIT_NOFILE, 1024),
-        (resource.RLIMIT_CORE, 0),
-    ):
-        soft, hard = resource.getrlimit(res)
-        if hard != resource.RLIM_INFINITY:
-            value = min(value, hard)
-        resource.setrlimit(res, (value, value))
 
 
 def _exit_status(st):
@@ -394,7 +380,7 @@ def _spare(sock, status_w):
         if not CFG["network"]:
             _lo_up()
         _drop_caps()
-        _limit()
+        BOOT["_set_limits"](CFG["memory"], CFG["file"], CFG["processes"])  # a fresh run's limits
         _load_filter()
         _prctl(PR_SET_DUMPABLE, 1)
         os.chdir("/app")

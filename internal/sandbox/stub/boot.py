@@ -14,10 +14,10 @@
 import sys
 
 
-def _limit():
+def _set_limits(mem, fsize, nproc):
+    """A run's rlimits; the zygote's runs set theirs with this too."""
     import resource
 
-    mem, fsize, nproc = (int(a) for a in sys.argv[1:4])
     for res, value in (
         (resource.RLIMIT_AS, mem),
         (resource.RLIMIT_FSIZE, fsize),
@@ -29,6 +29,10 @@ def _limit():
         if hard != resource.RLIM_INFINITY:
             value = min(value, hard)
         resource.setrlimit(res, (value, value))
+
+
+def _limit():
+    _set_limits(*(int(a) for a in sys.argv[1:4]))
     del sys.argv[1:]
 
 
