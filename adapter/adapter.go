@@ -215,6 +215,27 @@ func SplitChatKey(chatKey string) (platform, channel string, ok bool) {
 	return platform, channel, ok && platRE.MatchString(platform) && channel != ""
 }
 
+// Owner returns the registered platform whose namespace holds chatKey
+// (its chat keys start with the platform's name and "-"), ok false for a
+// key of no registered platform. Chat keys in a platform's namespace
+// belong to its adapter: only the adapter's messages create such a chat,
+// and an API user can neither create nor claim one; only the operator
+// adds a member to it, explicitly. This holds for every registered
+// platform, configured or not, so a platform chat cannot be squatted
+// before its adapter is turned on.
+func Owner(chatKey string) (platform string, ok bool) {
+	platform, _, ok = SplitChatKey(chatKey)
+	if !ok {
+		return "", false
+	}
+	driversMu.RLock()
+	defer driversMu.RUnlock()
+	if _, ok := drivers[platform]; !ok {
+		return "", false
+	}
+	return platform, true
+}
+
 // UserID is nekro's user id of a platform's user: the platform, a colon
 // and its id ("onebot_v11:10001"), so a platform user never passes for an
 // API user or one of another platform. --super-users names users so.

@@ -7,8 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -258,6 +261,52 @@ func (s *Service) Reset(ctx context.Context, chatKey string) (deleted int64, err
 	n, _ := res.RowsAffected()
 	s.hub.publish(Event{Type: EventReset, ChatKey: chatKey})
 	return n, nil
+}
+
+// Used reports whether the chat has ever been used: it has a message, a
+// turn or an execution record (a reset keeps the turns and records), or
+// files in its uploads or shared directory or their volume images. A
+// chat that is not used is new: with no members either, an API user may
+// claim it by posting first.
+func (s *Service) Used(ctx context.Context, chatKey string) (bool, error) {
+	var used bool
+	err := s.r.QueryRowContext(ctx, `SELECT
+		EXISTS (SELECT 1 FROM chat_messages WHERE chat_key = $1) OR
+		EXISTS (SELECT 1 FROM chat_turns WHERE chat_key = $1) OR
+		EXISTS (SELECT 1 FROM chat_runs WHERE chat_key = $1)`, chatKey).Scan(&used)
+	if err != nil {
+		return false, fmt.Errorf("chat %s: is it used: %w", chatKey, err)
+	}
+	if used {
+		return true, nil
+	}
+	for _, dir := range []string{s.layout.UploadsDir(chatKey), s.layout.SharedDir(files.ContainerKey(chatKey))} {
+		if hasFiles(dir) {
+			return true, nil
+		}
+		if img, ok := s.layout.VolumeImage(dir); ok {
+			if _, err := os.Lstat(img); err == nil {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// hasFiles reports whether dir exists and holds an entry; a directory
+// that cannot be read counts as holding one (never claim what cannot be
+// checked).
+func hasFiles(dir string) bool {
+	f, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	return len(names) > 0 || (err != nil && !errors.Is(err, io.EOF))
 }
 
 // ClaimTurn starts a turn that answers every user message of the chat

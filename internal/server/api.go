@@ -61,9 +61,12 @@ const (
 // token (every call) or a user's (package users). A user's token reaches
 // only the chats the user belongs to (any other is 404 "no such chat",
 // whether it exists or not), posts as that user only (another user_id is
-// 403; a new chat, with no members and no history, becomes the poster's;
-// any other chat is 403 until the operator adds the user), resets a
-// chat only when its one member, sees the
+// 403; a new chat, never used (no messages, turns, runs or files) and with
+// no members, becomes the poster's, unless its key is in a chat
+// platform's namespace (adapter.Owner); any other chat is 403 until the
+// operator adds the user), resets a chat only when its one member and
+// not a platform's, has its event streams ended as soon as it loses
+// access (removed, deleted), sees the
 // model but not the plugins in /api/status, and gets 403 from the
 // operator's calls: exec (the playground), plugins, tasks, users,
 // members. Webhooks and plugin routes take the operator's token only. A
@@ -282,6 +285,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	granted := s.streamGrant(r, key)
 	ch, stop := s.chats.Subscribe(key)
 	defer stop()
 	rc := http.NewResponseController(w)
@@ -295,12 +299,31 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	ping := time.NewTicker(15 * time.Second)
 	defer ping.Stop()
+	recheck := time.NewTicker(streamRecheck)
+	defer recheck.Stop()
+	// revoked ends the stream with a last event saying why, when what
+	// authorised it is gone.
+	revoked := func() bool {
+		err := granted(r.Context())
+		if err == nil {
+			return false
+		}
+		b, _ := json.Marshal(map[string]string{"error": err.Error()})
+		fmt.Fprintf(w, "event: revoked\ndata: %s\n\n", b)
+		rc.Flush()
+		return true
+	}
 	for {
 		select {
 		case <-r.Context().Done():
 			return
 		case <-s.streamsDone:
 			return
+		case <-recheck.C:
+			if revoked() {
+				return
+			}
+			continue
 		case <-ping.C:
 			if _, err := io.WriteString(w, ": ping\n\n"); err != nil {
 				return
@@ -308,6 +331,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		case e, ok := <-ch:
 			if !ok {
 				return // fell behind, or the service closed
+			}
+			if revoked() {
+				return
 			}
 			b, err := json.Marshal(e)
 			if err != nil {
@@ -320,6 +346,35 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		if err := rc.Flush(); err != nil {
 			return
 		}
+	}
+}
+
+// streamRecheck is how often an idle event stream checks that what
+// authorised it still holds (every event is checked before it is sent).
+const streamRecheck = 2 * time.Second
+
+// streamGrant returns the check an event stream of chatKey makes before
+// every event and every streamRecheck: nil while the request's token
+// still opens the chat, else why not. The operator's token always does;
+// a user's stops when the user is removed from the chat, the user is
+// deleted or the token revoked, in this process or another sharing the
+// database. A database that does not answer ends the stream too (the
+// client reconnects, and is answered as any request is).
+func (s *Server) streamGrant(r *http.Request, chatKey string) func(context.Context) error {
+	if identity(r).Admin {
+		return func(context.Context) error { return nil }
+	}
+	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return func(ctx context.Context) error {
+		ok, err := s.users.Authorizes(ctx, token, chatKey)
+		switch {
+		case err != nil:
+			s.log.Warn("event stream: cannot check its access; ending it", "chat", chatKey, "err", err)
+			return errors.New("cannot check this stream's access now (the database did not answer): reconnect")
+		case !ok:
+			return fmt.Errorf("access to chat %s was revoked (the user was removed from it or deleted, or the token revoked)", chatKey)
+		}
+		return nil
 	}
 }
 

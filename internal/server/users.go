@@ -8,7 +8,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/nekro-go/nekro/internal/chat"
+	"github.com/nekro-go/nekro/adapter"
 	"github.com/nekro-go/nekro/internal/keys"
 	"github.com/nekro-go/nekro/internal/users"
 )
@@ -135,10 +135,13 @@ func usersStatus(err error) int {
 // postingUser is the user a message posted to chatKey comes from, for
 // the request's identity: with the operator's token, the user id the
 // request names; with a user's token, that user, who must belong to the
-// chat or claim it when it is new: no members and no history (403
-// otherwise). A chat with history and no members (a chat platform's, one
-// the operator used, one whose members the operator removed) is not
-// claimed: its history would go to whoever posts first. A user token
+// chat or claim it when it is new: no members, no messages, no turns, no
+// runs and no files (chat.Service.Used), and not in a chat platform's
+// namespace (adapter.Owner: such a chat belongs to its adapter, and
+// only the operator adds members to it). Any other chat is 403: a chat
+// the operator used, one whose members the operator removed, a QQ
+// user's or group's before they ever wrote, would otherwise go, with
+// everything written there later, to whoever posts first. A user token
 // naming another user id is refused (403); naming none is the same as
 // naming its own. On refusal it writes the answer and returns false.
 func (s *Server) postingUser(w http.ResponseWriter, r *http.Request, chatKey, named string) (string, bool) {
@@ -155,29 +158,44 @@ func (s *Server) postingUser(w http.ResponseWriter, r *http.Request, chatKey, na
 		return "", false
 	}
 	member, err := s.users.IsMember(r.Context(), chatKey, id.UserID)
-	if err == nil && !member {
-		var last []chat.Message
-		if last, err = s.chats.History(r.Context(), chatKey, 1); err == nil && len(last) == 0 {
-			member, err = s.users.Claim(r.Context(), chatKey, id.UserID)
-		}
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "%v", err)
+		return "", false
+	}
+	if member {
+		return id.UserID, true
+	}
+	if platform, ok := adapter.Owner(chatKey); ok {
+		writeError(w, http.StatusForbidden, "chat %s belongs to the %s adapter: a user token cannot create or join a platform's chat; only the operator can add you (nekro chats members %s --add %s)",
+			chatKey, platform, chatKey, id.UserID)
+		return "", false
+	}
+	used, err := s.chats.Used(r.Context(), chatKey)
+	if err == nil && !used {
+		member, err = s.users.Claim(r.Context(), chatKey, id.UserID)
 	}
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "%v", err)
 		return "", false
 	}
 	if !member {
-		writeError(w, http.StatusForbidden, "chat %s is not yours (it has other members, or history): ask the operator to add you (nekro chats members %s --add %s)", chatKey, chatKey, id.UserID)
+		writeError(w, http.StatusForbidden, "chat %s is not yours (it has members, or was used before): ask the operator to add you (nekro chats members %s --add %s)", chatKey, chatKey, id.UserID)
 		return "", false
 	}
 	return id.UserID, true
 }
 
 // resetAllowed lets a user reset a chat only when they are its one
-// member; the operator resets any chat.
+// member and it is no chat platform's (its history is the platform
+// users', not the API user's); the operator resets any chat.
 func (s *Server) resetAllowed(w http.ResponseWriter, r *http.Request, chatKey string) bool {
 	id := identity(r)
 	if id.Admin {
 		return true
+	}
+	if platform, ok := adapter.Owner(chatKey); ok {
+		writeError(w, http.StatusForbidden, "chat %s belongs to the %s adapter: only the operator may reset it", chatKey, platform)
+		return false
 	}
 	m, err := s.users.Members(r.Context(), chatKey)
 	if err != nil {

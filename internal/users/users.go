@@ -295,6 +295,25 @@ func (s *Store) IsMember(ctx context.Context, chatKey, userID string) (bool, err
 	return true, nil
 }
 
+// Authorizes reports whether token still opens chatKey: it belongs to a
+// user (not deleted, the token not revoked) who is still a member of the
+// chat. One query, for checks repeated while a stream is open.
+func (s *Store) Authorizes(ctx context.Context, token, chatKey string) (bool, error) {
+	if !strings.HasPrefix(token, TokenPrefix) {
+		return false, nil
+	}
+	var one int
+	err := s.r.QueryRowContext(ctx, `SELECT 1 FROM user_tokens t JOIN chat_members m ON m.user_id = t.user_id
+		WHERE t.token_hash = $1 AND m.chat_key = $2`, HashToken(token), chatKey).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("check token and membership: %w", err)
+	}
+	return true, nil
+}
+
 // Claim makes the user the chat's member when the chat has no members
 // (a user's own new chat is theirs), and reports whether the user is a
 // member afterwards. Of users claiming an empty chat at once, one wins.
