@@ -497,18 +497,39 @@ func TestRunLimitsBindTheWholeRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := run(t, rt, `
-import os
+import os, select
+ready_r, ready_w = os.pipe()
+hold_r, hold_w = os.pipe()
 kids = []
 for i in range(4):
     pid = os.fork()
     if pid == 0:
+        os.close(ready_r); os.close(hold_w)
         b = bytearray(120 << 20)          # under the per-process limit...
         for j in range(0, len(b), 4096):  # ...but 4 x 120 MiB is over the run's 256
             b[j] = 1
+        os.write(ready_w, b"x")
+        os.read(hold_r, 1)                # held until every child has its memory or died
         os._exit(0)
     kids.append(pid)
-codes = [os.waitstatus_to_exitcode(os.waitpid(k, 0)[1]) for k in kids]
-print("children:", codes)
+os.close(ready_w); os.close(hold_r)
+# On a busy machine a child could finish before the next starts, and
+# their memory would never add up: each holds its memory until all four
+# have allocated theirs or been killed.
+codes, ready = {}, 0
+while ready + len(codes) < len(kids):
+    if select.select([ready_r], [], [], 0.05)[0]:
+        ready += len(os.read(ready_r, 8))
+    for k in kids:
+        if k not in codes:
+            p, st = os.waitpid(k, os.WNOHANG)
+            if p:
+                codes[k] = os.waitstatus_to_exitcode(st)
+os.close(hold_w)
+for k in kids:
+    if k not in codes:
+        codes[k] = os.waitstatus_to_exitcode(os.waitpid(k, 0)[1])
+print("children:", [codes[k] for k in kids])
 forked = 0
 try:
     for i in range(100):
