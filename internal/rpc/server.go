@@ -13,6 +13,12 @@
 // in Python), "plugin" (the method's own error; raised as PluginError), and
 // host errors raised as NekroError: "unknown_method", "bad_request",
 // "too_large", "timeout", "panic", "run_ended".
+//
+// A request is one line of at most Config.MaxRequest bytes (16 MiB) whose
+// arrays and objects nest at most MaxDepth (64) levels deep, the request
+// object itself counting as one: a deeper one is answered "bad_request"
+// (with its id when it can be read) and never reaches a plugin, whose own
+// decoder (Python's json, for a Python plugin) may not survive it.
 package rpc
 
 import (
@@ -42,6 +48,8 @@ import (
 // MaxRequest) read and handled one at a time across the whole run;
 // answers of at most MaxResult bytes; error texts cut to MaxErrorText;
 // and a record of at most MaxCallRecords calls and MaxRecordBytes bytes.
+// MaxDepth bounds how deeply a request nests, so that no plugin decodes
+// more structure than a recursive decoder can walk.
 const (
 	DefaultMaxRequest  = 16 << 20
 	DefaultMaxResult   = 16 << 20
@@ -58,7 +66,10 @@ const (
 	// MaxRecordBytes bounds the method names and error texts one run's
 	// call record keeps; calls past it are counted in Dropped.
 	MaxRecordBytes = 2 << 20
-	maxMethodName  = 128
+	// MaxDepth is how deeply a request's arrays and objects may nest,
+	// counting the request object: its arguments get MaxDepth-2 levels.
+	MaxDepth      = 64
+	maxMethodName = 128
 )
 
 // Methods resolves a Python name to a method the run may call.
@@ -399,6 +410,17 @@ func cutText(s string, max int) string {
 
 func (s *Server) handle(line []byte) response {
 	var req request
+	if depth := nestingDepth(line, MaxDepth); depth > MaxDepth {
+		var idOnly struct {
+			ID json.RawMessage `json:"id"`
+		}
+		id := json.RawMessage("null")
+		if json.Unmarshal(line, &idOnly) == nil && idOnly.ID != nil {
+			id = idOnly.ID
+		}
+		return response{ID: id, Error: &rpcError{"bad_request",
+			fmt.Sprintf("malformed request: arrays and objects nested more than %d levels deep (the limit)", MaxDepth)}}
+	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	if err := dec.Decode(&req); err != nil {
 		return response{ID: json.RawMessage("null"), Error: &rpcError{"bad_request", "malformed request: " + err.Error()}}
@@ -522,6 +544,40 @@ func (s *Server) call(req request) (json.RawMessage, *pluginhost.MethodInfo, *rp
 		}
 	}
 	return o.result, m, nil
+}
+
+// nestingDepth returns how deeply the JSON text b nests arrays and
+// objects, counting up to just past max (it stops there). Brackets inside
+// strings do not count; b need not be valid JSON (the decoder judges that).
+func nestingDepth(b []byte, max int) int {
+	depth, deepest := 0, 0
+	inString, escaped := false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+			if depth > deepest {
+				deepest = depth
+				if deepest > max {
+					return deepest
+				}
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return deepest
 }
 
 // validMethodName reports whether name can be a sandbox method's name: a

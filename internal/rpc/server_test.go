@@ -112,6 +112,10 @@ func TestBadRequestsGetClearErrorsAndTheServerKeepsServing(t *testing.T) {
 		{`{"id":10,"method":"panics","args":{}}`, "panic: panics(): the plugin method failed with an internal error (panic: assignment to entry in nil map)"},
 		{`{"id":11,"method":"sleepy","args":{}}`, "timeout: sleepy(): the method did not answer within 100ms"},
 		{`{"id":12,"method":"typed","args":{"n":1,"s":"` + strings.Repeat("x", 2<<20) + `"}}`, "too_large: request larger than the 1 MiB limit"},
+		{`{"id":13,"method":"typed","args":{"n":1,"any":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}}`,
+			"bad_request: malformed request: arrays and objects nested more than 64 levels deep"},
+		{`{"id":14,"method":"typed","args":{"n":1,"any":{"k":` + strings.Repeat(`{"k":`, 62) + "1" + strings.Repeat("}", 63) + `}}`,
+			"bad_request: malformed request: arrays and objects nested more than 64 levels deep"},
 	}
 	for _, tc := range cases {
 		got := errType(c.send(tc.req))
@@ -131,8 +135,13 @@ func TestBadRequestsGetClearErrorsAndTheServerKeepsServing(t *testing.T) {
 	if r := c.send(`{"id":21,"method":"whoami","args":{},"chat_key":"other","user":"evil"}`); r["result"] != "chat-1/u1" {
 		t.Errorf("identity from the request: %v", r)
 	}
-	if n := len(srv.Calls()); n != 12 {
-		t.Errorf("recorded %d calls, want 12 (malformed and oversized requests are not calls)", n)
+	// Brackets inside strings (escaped quotes too) are text, not nesting.
+	brackets := strings.Repeat(`[{\"`, 100)
+	if r := c.send(`{"id":22,"method":"typed","args":{"n":1,"s":"` + brackets + `"}}`); errType(r) != "" {
+		t.Errorf("brackets in a string counted as nesting: %v", r)
+	}
+	if n := len(srv.Calls()); n != 13 {
+		t.Errorf("recorded %d calls, want 13 (malformed, oversized and too deep requests are not calls)", n)
 	}
 }
 

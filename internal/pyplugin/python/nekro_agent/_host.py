@@ -15,6 +15,7 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import socket
 import sys
 import traceback
@@ -389,16 +390,12 @@ class _Protocol(asyncio.BufferedProtocol):
             line = self.buf[start:i]
             start = i + 1
             try:
-                msg = json.loads(line)
-            except ValueError:
-                continue
-            if "req" in msg and "op" not in msg:
-                self.link.answered(msg)
-            else:
-                t = start_eagerly(self.host.handle(msg))
-                if t is not None:
-                    self.tasks.add(t)
-                    t.add_done_callback(self.tasks.discard)
+                self.dispatch(line)
+            except Exception as e:  # noqa: BLE001 - no line ends the host
+                try:
+                    _answer_unreadable(self.link, line, e)
+                except Exception:  # noqa: BLE001
+                    pass
         if start:
             rest = self.n - start
             self.buf[:rest] = self.buf[start:self.n]
@@ -406,10 +403,44 @@ class _Protocol(asyncio.BufferedProtocol):
             if rest == 0 and len(self.buf) > 64 << 10:  # shrink after a long line
                 self.buf = bytearray(64 << 10)
 
+    def dispatch(self, line) -> None:
+        """Decode one line from nekro and start what it asks. Bad UTF-8 is
+        read as U+FFFD, as Go reads it for Go plugins."""
+        msg = json.loads(bytes(line).decode("utf-8", "replace"))
+        if not isinstance(msg, dict):
+            raise ValueError("a %s, not a JSON object" % type(msg).__name__)
+        if "req" in msg and "op" not in msg:
+            self.link.answered(msg)
+        else:
+            t = start_eagerly(self.host.handle(msg))
+            if t is not None:
+                self.tasks.add(t)
+                t.add_done_callback(self.tasks.discard)
+
     def connection_lost(self, exc) -> None:
         self.link.fail_all("nekro closed the connection")
         if not self.done.done():
             self.done.set_result(None)
+
+
+_LEADING_ID = re.compile(rb'^\s*\{\s*"(id|req)"\s*:\s*(-?\d{1,18})\s*[,}]')
+
+
+def _answer_unreadable(link: _link.Link, line, err: BaseException) -> None:
+    """Fail the one request a line nekro sent could not be read for (too
+    deep, too large for memory, not an object...): nekro puts "id" (or, in
+    answers, "req") first, so the request is known without decoding the
+    rest. The host goes on serving the others."""
+    why = "%s: %s" % (type(err).__name__, str(err)[:200])
+    m = _LEADING_ID.match(bytes(line[:64]))
+    if m is None:
+        link.send({"op": "log", "level": "warning", "msg": "nekro_agent: dropped an unreadable line from nekro (%s)" % why})
+        return
+    n = int(m.group(2))
+    if m.group(1) == b"req":
+        link.answered({"req": n, "error": "the answer could not be read: " + why})
+        return
+    link.send({"id": n, "error": {"type": "argument", "message": "the request could not be read: " + why}})
 
 
 async def serve(host: Host, link: _link.Link, sock) -> None:

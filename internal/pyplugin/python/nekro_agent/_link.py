@@ -35,7 +35,11 @@ class Link:
         self.writer = None  # the event loop's stream, once it serves the socket
 
     def send(self, msg: dict, default=None) -> None:
-        data = (json.dumps(msg, ensure_ascii=False, separators=(",", ":"), default=default, allow_nan=False) + "\n").encode("utf-8")
+        text = json.dumps(msg, ensure_ascii=False, separators=(",", ":"), default=default, allow_nan=False)
+        try:
+            data = (text + "\n").encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: escaped, nekro reads U+FFFD
+            data = (json.dumps(msg, separators=(",", ":"), default=default, allow_nan=False) + "\n").encode("ascii")
         writer = self.writer
         if writer is None:  # before the event loop serves the socket
             with self._wlock:
