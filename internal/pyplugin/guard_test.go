@@ -91,6 +91,10 @@ for e in sorted(errors)[:5]:
 	if n, _ := strconv.Atoi(m[3]); n == 0 {
 		t.Errorf("the plugin never read the regular file: the test did not race")
 	}
+	// The calls' private copies are gone with the plugin's process.
+	if ents, err := os.ReadDir(filepath.Join(data, "python", "tmp")); err != nil || len(ents) != 0 {
+		t.Errorf("the plugin's temporary directory was not cleaned up: %v %v", ents, err)
+	}
 }
 
 // A plugin writing fs.shared_path / name where the sandbox planted a
@@ -115,6 +119,9 @@ try:
 except Exception as e:
     print("DIR refused:", type(e).__name__, e)
 print("NEW", write_shared("sub/new.txt", "fresh"), open("/app/shared/sub/new.txt").read())
+with open("/app/shared/sub/new.txt", "a") as f:  # the chat's own file, not nekro's
+    f.write(" and changed")
+print("CHANGED", open("/app/shared/sub/new.txt").read())
 `, target, hostDir))
 	if r.Code != 0 {
 		t.Fatalf("exec: %+v", r)
@@ -126,7 +133,8 @@ print("NEW", write_shared("sub/new.txt", "fresh"), open("/app/shared/sub/new.txt
 	if ents, _ := os.ReadDir(hostDir); len(ents) != 0 {
 		t.Errorf("the plugin wrote into the host directory behind a planted symlink: %v", ents)
 	}
-	for _, w := range []string{"WRITE written", "SEES False pwned", "DIR refused: PluginError", "symlink", "NEW written fresh"} {
+	for _, w := range []string{"WRITE written", "SEES False pwned", "DIR refused: PluginError", "symlink", "NEW written fresh",
+		"CHANGED fresh and changed"} {
 		if !strings.Contains(r.Stdout, w) {
 			t.Errorf("output lacks %q:\n%s\n%s", w, r.Stdout, r.Stderr)
 		}

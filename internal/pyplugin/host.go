@@ -171,15 +171,29 @@ func (h *host) start(ctx context.Context) (*process, *hello, error) {
 		conn.Close()
 		return nil, nil, fmt.Errorf("plugin packages: %w", err)
 	}
+	// The process's own temporary directory (TMPDIR): private (0700),
+	// removed when the process ends. Each call's copy of the files it
+	// touches in /app/shared is made there, out of the sandbox's reach.
+	tmpRoot := filepath.Join(filepath.Dir(h.pkgDir), "tmp")
+	if err := os.MkdirAll(tmpRoot, 0o700); err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("plugin temporary directory: %w", err)
+	}
+	tmp, err := os.MkdirTemp(tmpRoot, "proc-")
+	if err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("plugin temporary directory: %w", err)
+	}
 	cmd := exec.Command(h.python, "-u", "-B", "-m", "nekro_agent._host", h.path, "3", h.envDir, h.index, h.pluginsDir)
 	cmd.ExtraFiles = []*os.File{theirs}
-	cmd.Env = pluginEnv(h.pkgDir)
+	cmd.Env = append(pluginEnv(h.pkgDir), "TMPDIR="+tmp)
 	cmd.Dir = filepath.Dir(h.path)
 	cmd.Stdout = logWriter{h.log, slog.LevelInfo}
 	cmd.Stderr = logWriter{h.log, slog.LevelWarn}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		conn.Close()
+		os.RemoveAll(tmp)
 		return nil, nil, fmt.Errorf("start %s: %w", h.python, err)
 	}
 	p := &process{cmd: cmd, conn: conn, pending: map[int64]chan message{}, hello: make(chan message, 1),
@@ -187,6 +201,7 @@ func (h *host) start(ctx context.Context) (*process, *hello, error) {
 	go func() {
 		p.exitErr = cmd.Wait()
 		conn.Close()
+		os.RemoveAll(tmp)
 		close(p.done)
 	}()
 	go h.read(p)

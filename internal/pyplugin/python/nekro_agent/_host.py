@@ -279,9 +279,15 @@ class Host:
             else:
                 cv = contextvars.copy_context()
                 result = await self.loop.run_in_executor(None, lambda: cv.run(func, ctx, **args))
+        except BaseException:
+            if ctx._stage is not None:  # what the method wrote before it failed still reaches the sandbox
+                await self.loop.run_in_executor(None, _close_quietly, ctx._stage)
+            raise
         finally:
             _link.current_ctx.reset(ctx_token)
             _link.current_call.reset(token)
+        if ctx._stage is not None:  # the method's files reach /app/shared; a refusal fails the call
+            await self.loop.run_in_executor(None, ctx._stage.close)
         if kind in (SandboxMethodType.AGENT, SandboxMethodType.BEHAVIOR):
             return result if isinstance(result, str) else str(result)
         if kind == SandboxMethodType.MULTIMODAL_AGENT and isinstance(result, dict) and isinstance(result.get("content"), list):
@@ -291,6 +297,13 @@ class Host:
 
 class _ArgumentError(Exception):
     pass
+
+
+def _close_quietly(stage) -> None:
+    try:
+        stage.close()
+    except Exception:  # noqa: BLE001 - the method's own error is the call's
+        pass
 
 
 def main() -> None:

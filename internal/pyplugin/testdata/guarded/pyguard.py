@@ -26,6 +26,7 @@ async def read_shared(_ctx: AgentCtx, path: str) -> str:
 def write_shared(_ctx: AgentCtx, name: str, text: str) -> str:
     """Write text into /app/shared/<name> through fs.shared_path."""
     p = _ctx.fs.shared_path / name
+    p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(text)
     return "written"
 

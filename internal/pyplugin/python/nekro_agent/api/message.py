@@ -8,11 +8,29 @@ async def _send(kind: str, chat_key: str, payload: str, ctx, record: bool) -> No
     from nekro_agent.api.schemas import _call_token
 
     token = _call_token(ctx) if ctx is not None else _link.current_call.get()
+    if kind != "text":
+        payload = _sandbox_path(payload, ctx if ctx is not None else _link.current_ctx.get())
     prev = _link.current_call.set(token)
     try:
         await _link.get().request("message.send", kind=kind, chat_key=chat_key, value=payload, record=record)
     finally:
         _link.current_call.reset(prev)
+
+
+def _sandbox_path(path, ctx):
+    """A file of the call's shared staging directory (fs.shared_path,
+    get_file) as its sandbox path, written back first; anything else as
+    given."""
+    import os
+
+    if ctx is None or getattr(ctx, "_stage", None) is None or not isinstance(path, (str, os.PathLike)):
+        return path
+    from nekro_agent.tools.file_system import _beneath
+
+    p = os.path.normpath(os.path.abspath(os.fspath(path)))
+    if _beneath(p, ctx._stage.root) is None:
+        return os.fspath(path)
+    return ctx.fs.forward_file(p)
 
 
 async def send_text(chat_key: str, message: str, ctx=None, *, record: bool = True) -> None:

@@ -23,6 +23,7 @@ class AgentCtx:
         self.run_id = run_id
         self._call = call
         self._paths = (shared_path, upload_path)
+        self._stage = None  # the call's copy of /app/shared, made when the method first uses fs
 
     @property
     def chat_key(self) -> str:
@@ -40,7 +41,7 @@ class AgentCtx:
     def fs(self):
         from nekro_agent.tools.file_system import FileSystem
 
-        return FileSystem(self.chat_key, self.container_key or "", self._call, *self._paths)
+        return FileSystem(self.chat_key, self.container_key or "", self._call, *self._paths, holder=self)
 
     @property
     def ms(self):
