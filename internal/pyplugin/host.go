@@ -110,6 +110,11 @@ type host struct {
 	closed  bool
 	backoff time.Duration
 	calls   map[string]*plugin.Ctx // in-flight calls by token, for the plugin's requests
+	// strikes are the chats whose calls ended the process (blame.go);
+	// suspects, those whose next call runs alone (through gate).
+	strikes  map[string]strike
+	suspects map[string]bool
+	gate     callGate
 }
 
 // process is one run of the plugin's Python process.
@@ -124,11 +129,19 @@ type process struct {
 	done    chan struct{} // closed when the process has ended
 	exitErr error
 	started time.Time
+	// inflight are the chats of the sandbox calls sent and not answered,
+	// by request id; culprit is the chat of a call whose deadline the
+	// process missed (it was killed for it). judge reads both once the
+	// process has ended and leaves its verdict before done is closed.
+	inflight map[int64]string
+	culprit  string
+	verdict  *verdict
 }
 
 // load starts the process and builds the plugin it describes.
 func (h *host) load(ctx context.Context) (*plugin.Plugin, error) {
 	h.calls = map[string]*plugin.Ctx{}
+	h.strikes, h.suspects = map[string]strike{}, map[string]bool{}
 	p, hl, err := h.start(ctx)
 	if err != nil {
 		return nil, err
@@ -197,11 +210,12 @@ func (h *host) start(ctx context.Context) (*process, *hello, error) {
 		return nil, nil, fmt.Errorf("start %s: %w", h.python, err)
 	}
 	p := &process{cmd: cmd, conn: conn, pending: map[int64]chan message{}, hello: make(chan message, 1),
-		done: make(chan struct{}), started: time.Now()}
+		done: make(chan struct{}), started: time.Now(), inflight: map[int64]string{}}
 	go func() {
 		p.exitErr = cmd.Wait()
 		conn.Close()
 		os.RemoveAll(tmp)
+		h.judge(p)
 		close(p.done)
 	}()
 	go h.read(p)
@@ -405,7 +419,19 @@ func (h *host) init(ctx context.Context) error {
 // call runs a sandbox method in the process. The call's ctx carries the
 // method's deadline: a process that does not answer by then is killed
 // (and restarted), so a hung plugin cannot hold its callers forever.
+//
+// A chat whose calls ended the process too often is refused for a while;
+// a chat suspected of it runs its next call alone (blame.go).
 func (h *host) call(ctx *plugin.Ctx, method string, args map[string]json.RawMessage) (json.RawMessage, error) {
+	chat := ctx.ChatKey()
+	if err := h.refusal(chat, time.Now()); err != nil {
+		return nil, err
+	}
+	alone := h.isSuspect(chat)
+	if err := h.gate.enter(ctx, alone); err != nil {
+		return nil, fmt.Errorf("plugin %s: waiting for the process to run this call alone: %w", h.plugin.Key(), err)
+	}
+	defer h.gate.leave(alone)
 	token := rand.Text()
 	h.mu.Lock()
 	h.calls[token] = ctx
@@ -422,8 +448,22 @@ func (h *host) call(ctx *plugin.Ctx, method string, args map[string]json.RawMess
 		c.ConfigVersion = &version // the process fetches the settings when they changed
 	}
 	body, _ := json.Marshal(callBody{Method: method, Args: args, Ctx: c})
-	return h.request(ctx, message{Op: "call", Args: body}, token)
+	raw, err := h.requestAs(ctx, message{Op: "call", Args: body}, token, chat)
+	if alone && !errors.Is(err, errProcessEnded) {
+		h.cleared(chat) // it ran alone and the process lived
+	}
+	return raw, err
 }
+
+// errProcessEnded marks the error of a call the process's death ended.
+var errProcessEnded = errors.New("the plugin's process ended")
+
+// processEnded is that error, with its message saying what it cost the
+// call's chat.
+type processEnded struct{ error }
+
+func (e processEnded) Is(target error) bool { return target == errProcessEnded }
+func (e processEnded) Unwrap() error        { return e.error }
 
 // callBody is a call's request to the process.
 type callBody struct {
@@ -446,6 +486,12 @@ type callCtx struct {
 // request sends one request and waits for its answer, the process's end
 // or ctx.
 func (h *host) request(ctx context.Context, m message, token string) (json.RawMessage, error) {
+	return h.requestAs(ctx, m, token, "")
+}
+
+// requestAs is request for a sandbox call of chat: the process's death
+// during it is laid at chat's door (judge).
+func (h *host) requestAs(ctx context.Context, m message, token, chat string) (json.RawMessage, error) {
 	p, err := h.current(ctx)
 	if err != nil {
 		return nil, err
@@ -455,10 +501,20 @@ func (h *host) request(ctx context.Context, m message, token string) (json.RawMe
 	id := p.nextID
 	ch := make(chan message, 1)
 	p.pending[id] = ch
+	if chat != "" {
+		p.inflight[id] = chat
+	}
 	p.pmu.Unlock()
 	defer func() {
 		p.pmu.Lock()
 		delete(p.pending, id)
+		if chat != "" {
+			select {
+			case <-p.done: // judge has read it; keep it as it was
+			default:
+				delete(p.inflight, id)
+			}
+		}
 		p.pmu.Unlock()
 	}()
 	m.ID, m.Call = &id, token
@@ -480,7 +536,14 @@ func (h *host) request(ctx context.Context, m message, token string) (json.RawMe
 	}
 	select {
 	case <-outOfTime:
-		h.log.Warn("python plugin did not answer in time: restarting its process", "op", m.Op)
+		h.log.Warn("python plugin did not answer in time: restarting its process", "op", m.Op, "chat", chat)
+		if chat != "" {
+			p.pmu.Lock()
+			if p.culprit == "" {
+				p.culprit = chat
+			}
+			p.pmu.Unlock()
+		}
 		h.restart(p)
 		<-ctx.Done()
 		return nil, fmt.Errorf("plugin %s did not answer within its deadline; its process is restarted", h.plugin.Key())
@@ -500,7 +563,7 @@ func (h *host) request(ctx context.Context, m message, token string) (json.RawMe
 		}
 		return r.Result, nil
 	case <-p.done:
-		return nil, fmt.Errorf("plugin %s: its process ended during the call (%v); it is being restarted", h.plugin.Key(), p.exitErr)
+		return nil, processEnded{h.deathError(p, chat)}
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -551,8 +614,11 @@ func (h *host) supervise(p *process) {
 		if time.Since(p.started) > time.Minute {
 			h.backoff = 0 // it ran well for a while
 		}
-		h.backoff = min(max(2*h.backoff, minBackoff), maxBackoff)
-		wait := h.backoff
+		var wait time.Duration // calls ended it: their chats pay (judge), the others get a process at once
+		if !p.verdict.attributed() {
+			h.backoff = min(max(2*h.backoff, minBackoff), maxBackoff)
+			wait = h.backoff
+		}
 		h.mu.Unlock()
 		h.restart(p)
 		h.log.Warn("python plugin process ended; restarting", "err", p.exitErr, "in", wait)

@@ -15,8 +15,15 @@
 //
 // A plugin that raises fails that call; one that hangs past the call's
 // deadline or kills its process fails the calls in flight, and its process
-// is restarted with backoff (its init hook runs again). Nothing a plugin
-// does ends nekro.
+// is restarted (its init hook runs again): at once when sandbox calls were
+// in flight, whose chat is refused for a while if it keeps doing it
+// (blame.go), with backoff when it died on its own. Nothing a plugin does
+// ends nekro.
+//
+// A sandbox path never reaches a plugin as a path into the chat's real
+// /app/shared, which the sandbox can change under it: _ctx.fs resolves it
+// without following symlinks and hands the plugin a private copy, written
+// back when the call ends (nekro_agent/tools/file_system.py).
 package pyplugin
 
 import (
