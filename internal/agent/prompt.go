@@ -3,12 +3,14 @@ package agent
 import (
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/llm"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
+	"github.com/nekro-go/nekro/plugin"
 )
 
 // runtimeContract is the first part of every prompt. It depends on
@@ -94,36 +96,53 @@ func formatMessage(b *strings.Builder, m chat.Message) {
 	ts := m.Time.Format("2006-01-02 15:04:05")
 	switch m.Role {
 	case chat.User:
-		fmt.Fprintf(b, "[#%d %s] %s (user id %s):", m.ID, ts, quoteName(m.SenderName), m.SenderID)
+		fmt.Fprintf(b, "[#%d %s] %s (user id %s):", m.ID, ts, quoteName(m.SenderName), quoteID(m.SenderID))
 	case chat.Assistant:
 		fmt.Fprintf(b, "[#%d %s] you (assistant):", m.ID, ts)
 	default:
 		fmt.Fprintf(b, "[#%d %s] SYSTEM:", m.ID, ts)
 	}
 	if m.Text != "" {
+		// Whoever wrote it (a user, the AI's code, a plugin's note), the
+		// text is data: it opens no tag and starts no line of its own.
 		text := m.Text
 		if len(text) > MaxPromptMessageBytes {
 			keep := MaxPromptMessageBytes
 			for keep > 0 && !utf8.RuneStart(text[keep]) {
 				keep--
 			}
-			text = fmt.Sprintf("%s\n[nekro: the rest of this message, %d of its %d bytes, is left out]",
-				text[:keep], len(text)-keep, len(text))
+			text = fmt.Sprintf("%s\n    [nekro: the rest of this message, %d of its %d bytes, is left out]",
+				plugin.EscapePrompt(text[:keep]), len(text)-keep, len(text))
+		} else {
+			text = plugin.EscapePrompt(text)
 		}
-		text = strings.ReplaceAll(text, "\n", "\n    ")
 		b.WriteString(" " + text)
 	}
 	b.WriteString("\n")
 	for _, a := range m.Attachments {
-		fmt.Fprintf(b, "    [%s attachment: %s (%s, %d bytes)]\n", a.Kind, a.Path, a.MIME, a.Size)
+		fmt.Fprintf(b, "    [%s attachment: %s (%s, %d bytes)]\n", a.Kind,
+			plugin.EscapePrompt(a.Path), plugin.EscapePrompt(a.MIME), a.Size)
 	}
 }
 
+// quoteName shows a sender's name quoted, tag-like text escaped (%q
+// already writes line breaks as \n).
 func quoteName(s string) string {
 	if s == "" {
 		return "(no name)"
 	}
-	return fmt.Sprintf("%q", s)
+	return fmt.Sprintf("%q", plugin.EscapePromptTags(s))
+}
+
+// quoteID shows a sender's id as it is when it is plain, else quoted as
+// quoteName does: ids come from chat platforms and the API.
+func quoteID(s string) string {
+	for _, r := range s {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune("_-.:@", r) {
+			return quoteName(s)
+		}
+	}
+	return s
 }
 
 // HistoryPrompt renders the chat history as the user message of a turn:
@@ -134,7 +153,7 @@ func quoteName(s string) string {
 // line says how many.
 func HistoryPrompt(chatKey string, history []chat.Message, answering []chat.Message) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "<chat_history chat_key=%q>\n", chatKey)
+	fmt.Fprintf(&b, "<chat_history chat_key=%q>\n", plugin.EscapePromptTags(chatKey))
 	entries, omitted := renderNewest(history, MaxPromptHistoryBytes)
 	if omitted > 0 {
 		fmt.Fprintf(&b, "[nekro: %d older message(s) left out: the history shown is capped at %d KiB, newest kept]\n",
@@ -207,7 +226,7 @@ func failureFeedback(stop sandbox.StopType, note, output string, attempt, max in
 	if strings.TrimSpace(output) == "" {
 		b.WriteString("(no output)\n")
 	} else {
-		b.WriteString(capOutput(output))
+		b.WriteString(plugin.EscapePromptTags(capOutput(output)))
 		if !strings.HasSuffix(output, "\n") {
 			b.WriteString("\n")
 		}
@@ -233,5 +252,5 @@ func failureFeedback(stop sandbox.StopType, note, output string, attempt, max in
 func agentFeedback(method, result string, news []chat.Message) string {
 	return fmt.Sprintf("[Agent Method Response] %s returned:\n%s\n[result end]\n"+
 		"The code after the agent method call was NOT executed. Continue based on this response with one Python script.\n%s",
-		method, result, newMessagesText(news))
+		method, plugin.EscapePromptTags(result), newMessagesText(news))
 }

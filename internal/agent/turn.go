@@ -174,7 +174,7 @@ func capParts(parts []plugin.ContentPart) []plugin.ContentPart {
 	out := make([]plugin.ContentPart, len(parts))
 	for i, p := range parts {
 		if p.Type == "text" {
-			p.Text = chat.TruncateText(p.Text)
+			p.Text = plugin.EscapePromptTags(chat.TruncateText(p.Text))
 		}
 		out[i] = p
 	}

@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -142,13 +141,13 @@ func (rt *Runtime) askPlugin(ctx context.Context, p *plugin.Plugin, chatKey, use
 			parts = append(parts, text)
 		}
 	}
-	// The text cannot close its block early and pass for nekro's own.
-	text := closingTag.ReplaceAllString(strings.Join(parts, "\n"), "&lt;/plugin_runtime_context")
+	// The text can neither close its block early nor open another one
+	// that passes for nekro's own (its lines are the plugin's; each plugin
+	// escapes the untrusted pieces within them with plugin.EscapePrompt).
+	text := plugin.EscapePromptTags(strings.Join(parts, "\n"))
 	a.inject = capText(text, MaxInjectBytes)
 	return a
 }
-
-var closingTag = regexp.MustCompile(`(?i)<\s*/\s*plugin_runtime_context`)
 
 // bounded runs f, turning a panic into an error and giving up when ctx
 // ends (f keeps running, but its answer is dropped).

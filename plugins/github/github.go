@@ -139,7 +139,8 @@ func (cs *chatSubs) render() string {
 	var lines []string
 	for _, name := range slices.Sorted(mapsKeys(cs.Subscriptions)) {
 		s := cs.Subscriptions[name]
-		lines = append(lines, fmt.Sprintf("* %s (订阅事件: %s, 创建时间: %s)", s.RepoName, strings.Join(s.Events, ", "), stamp(s.CreatedAt)))
+		lines = append(lines, fmt.Sprintf("* %s (订阅事件: %s, 创建时间: %s)",
+			plugin.EscapePrompt(s.RepoName), plugin.EscapePrompt(strings.Join(s.Events, ", ")), stamp(s.CreatedAt)))
 	}
 	return "GitHub订阅仓库列表:\n" + strings.Join(lines, "\n")
 }

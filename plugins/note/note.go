@@ -487,7 +487,7 @@ func renderDetail(n entry, s Settings, now time.Time) string {
 	}
 	return fmt.Sprintf("* note_title: %s\n  note_description: %s\n  time: (started %s ago. %s)\n",
 		shownTitle(n.Title),
-		shorten(n.Description, s.MaxNoteLength, "...(note too long, use `get_note` to get the full note...)"),
+		plugin.EscapePrompt(shorten(n.Description, s.MaxNoteLength, "...(note too long, use `get_note` to get the full note...)")),
 		clock(age), expiry)
 }
 
@@ -506,11 +506,13 @@ func renderTitle(n entry, now time.Time) string {
 // whole): a longer one shows its start, which get_note's fuzzy match finds.
 const maxTitleShown = 100
 
+// shownTitle is title as the prompt shows it: escaped (plugin.EscapePrompt),
+// its start only when it is long.
 func shownTitle(title string) string {
 	if utf8.RuneCountInString(title) <= maxTitleShown {
-		return title
+		return plugin.EscapePrompt(title)
 	}
-	return string([]rune(title)[:maxTitleShown]) + "…(title cut)"
+	return plugin.EscapePrompt(string([]rune(title)[:maxTitleShown])) + "…(title cut)"
 }
 
 // shorten keeps text shorter than limit characters whole, and otherwise

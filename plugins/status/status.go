@@ -248,7 +248,8 @@ func render(h history, s Settings, now time.Time) string {
 }
 
 func line(e preset, now time.Time) string {
-	return fmt.Sprintf("%s: %s (updated %s ago.)", e.SettingName, e.Description, clock(now.Sub(time.Unix(e.Updated, 0))))
+	return fmt.Sprintf("%s: %s (updated %s ago.)", plugin.EscapePrompt(e.SettingName), plugin.EscapePrompt(e.Description),
+		clock(now.Sub(time.Unix(e.Updated, 0))))
 }
 
 // clock is the reference's %H:%M:%S of a duration, with the days in front

@@ -429,7 +429,7 @@ func inject(ctx *plugin.Ctx) (string, error) {
 				kind = "Temporary"
 			}
 			timers = append(timers, fmt.Sprintf("Timer #%d: %s\n- Type: %s\n- Trigger: %s\n- Remaining: %s",
-				len(timers)+1, shorten(e.job.Desc, cfg.MaxDescLength), kind, e.due.Format("2006-01-02 15:04:05"), remaining(e.due.Sub(now))))
+				len(timers)+1, plugin.EscapePrompt(shorten(e.job.Desc, cfg.MaxDescLength)), kind, e.due.Format("2006-01-02 15:04:05"), remaining(e.due.Sub(now))))
 			continue
 		}
 		if e.job.Paused {
@@ -443,7 +443,7 @@ func inject(ctx *plugin.Ctx) (string, error) {
 				desc = e.job.Desc
 			}
 			upcoming = append(upcoming, fmt.Sprintf("Recurring #%d: %s\n- ID: %s\n- Cron: %s\n- Next: %s\n- TZ: %s\n- WorkdayMode: %s",
-				len(upcoming)+1, shorten(desc, cfg.MaxDescLength), e.id, e.cron, formatIn(e.due, e.tz), e.tz, e.job.Workday))
+				len(upcoming)+1, plugin.EscapePrompt(shorten(desc, cfg.MaxDescLength)), plugin.EscapePrompt(e.id), e.cron, formatIn(e.due, e.tz), e.tz, e.job.Workday))
 		}
 	}
 	var parts []string
