@@ -5,6 +5,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/nekro-go/nekro/plugin"
@@ -103,16 +104,24 @@ func SandboxPath(a Area, rel string) string {
 	return a.String() + "/" + filepath.ToSlash(rel)
 }
 
-// SanitizeFileName turns a name chosen by a plugin or the AI into one safe
-// directory entry: "/", "\", NUL and other control characters become "_";
-// a name over 255 bytes is shortened, keeping its extension when it can;
-// an empty name, "." and ".." are refused.
+// SanitizeFileName turns a name chosen by a user, a plugin or the AI into
+// one safe directory entry: "/", "\", NUL and other control characters
+// (C0, DEL, C1, U+2028, U+2029) become "_"; invisible format characters
+// (Unicode category Cf: the bidi controls U+202A-U+202E, U+2066-U+2069,
+// U+200E, U+200F, U+061C, zero-width spaces and joiners, U+FEFF, ...) are
+// dropped, so "\u202egnp.exe" cannot show as "exe.png"; a name over 255
+// bytes is shortened, keeping its extension when it can; an empty name
+// (also one of format characters only), "." and ".." are refused.
 func SanitizeFileName(name string) (string, error) {
 	var b strings.Builder
 	for _, r := range name {
-		if r < 0x20 || r == 0x7f || r == '/' || r == '\\' || r == utf8.RuneError {
+		switch {
+		case unicode.Is(unicode.Cf, r):
+			// dropped: invisible, and bidi controls reorder what is shown
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == '\u2028' || r == '\u2029' ||
+			r == '/' || r == '\\' || r == utf8.RuneError:
 			b.WriteByte('_')
-		} else {
+		default:
 			b.WriteRune(r)
 		}
 	}

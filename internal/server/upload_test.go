@@ -215,6 +215,50 @@ func TestUploadHostileNames(t *testing.T) {
 	}
 }
 
+// A file named with bidi controls and other invisible characters, so that
+// "\u202egnp.exe" shows as "exe.png", is stored under its visible
+// characters only: the name in the history, the prompt's path, and the
+// name it downloads by hold none of them.
+func TestUploadNameLosesBidiControls(t *testing.T) {
+	data := testutil.DataDir(t)
+	model, err := llmtest.Start(func(r llmtest.Request) llmtest.Reply { return llmtest.Code(`pass`) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer model.Close()
+	s := testutil.Serve(t, data, "tok-bidi", "NEKRO_LLM_BASE_URL="+model.URL, "NEKRO_LLM_MODEL=scripted")
+	names := map[string]string{
+		"\u202egnp.exe": "gnp.exe",
+		"a\u202ab\u202bc\u202cd\u202de\u200ef\u200fg.txt": "abcdefg.txt",
+		"\u2066x\u2067y\u2068z\u2069\u061c.pdf":           "xyz.pdf",
+		"zero\u200bwidth\ufeff.txt":                       "zerowidth.txt",
+	}
+	var order []string
+	parts := []part{field("user_id", "mallory")}
+	for n := range names {
+		order = append(order, n)
+		parts = append(parts, file(n, []byte("payload "+names[n])))
+	}
+	st, a := postMultipart(t, s, "bidi", parts...)
+	if st != http.StatusAccepted || a.Message == nil || len(a.Message.Attachments) != len(order) {
+		t.Fatalf("post: %d %+v", st, a)
+	}
+	_, hist, _ := historyOf(t, s, "bidi", "")
+	if len(hist) == 0 {
+		t.Fatal("the message is not in the history")
+	}
+	for i, at := range hist[0].Attachments {
+		want := names[order[i]]
+		if at.Name != want || at.Path != "/app/uploads/"+want {
+			t.Errorf("%+q stored as %+q (path %+q), want %q", order[i], at.Name, at.Path, want)
+		}
+		st, body := s.API("GET", "/api/chats/bidi/uploads/"+url.PathEscape(want), nil)
+		if st != http.StatusOK || body != "payload "+want {
+			t.Errorf("%+q does not download as %q: %d %q", order[i], want, st, body)
+		}
+	}
+}
+
 // The per-file and per-message limits (set here through the environment
 // of nekro serve) answer 413 naming the limit and its flag, with nothing
 // stored: no message, no file. Too many files are 400, a full uploads
