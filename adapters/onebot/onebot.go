@@ -88,9 +88,8 @@ type Config struct {
 
 func configure(fs *flag.FlagSet) func() (adapter.Adapter, error) {
 	var c Config
-	// The token's default is not shown in --help: it is read from the
-	// environment when the flag is not given.
-	fs.StringVar(&c.Token, "onebot-token", "", "OneBot v11 access token; enables the reverse WebSocket at "+Path+" (env NEKRO_ONEBOT_TOKEN)")
+	// A secret: never shown in --help, and a warning when given as a flag.
+	adapter.SecretString(fs, &c.Token, "onebot-token", "NEKRO_ONEBOT_TOKEN", "OneBot v11 access token; enables the reverse WebSocket at "+Path)
 	fs.StringVar(&c.WSURL, "onebot-ws-url", os.Getenv("NEKRO_ONEBOT_WS_URL"), "OneBot v11 forward mode: the implementation's WebSocket URL nekro dials, e.g. ws://127.0.0.1:3001 (env NEKRO_ONEBOT_WS_URL)")
 	listFlag(fs, &c.BotNames, "onebot-bot-names", "NEKRO_ONEBOT_BOT_NAMES", "the bot's names, comma-separated: a group message naming one is answered")
 	fs.Float64Var(&c.ReplyProbability, "onebot-reply-probability", envFloat("NEKRO_ONEBOT_REPLY_PROBABILITY"), "chance (0-1) of answering a group message not addressed to the bot (env NEKRO_ONEBOT_REPLY_PROBABILITY)")
@@ -98,9 +97,6 @@ func configure(fs *flag.FlagSet) func() (adapter.Adapter, error) {
 	listFlag(fs, &c.FileHosts, "onebot-file-hosts", "NEKRO_ONEBOT_FILE_HOSTS", "host:port of the implementation's own file server, which image downloads may reach though private")
 	fs.DurationVar(&c.ActionTimeout, "onebot-action-timeout", envDuration("NEKRO_ONEBOT_ACTION_TIMEOUT", DefaultActionTimeout), "how long nekro waits for the answer to one OneBot action (env NEKRO_ONEBOT_ACTION_TIMEOUT)")
 	return func() (adapter.Adapter, error) {
-		if c.Token == "" {
-			c.Token = os.Getenv("NEKRO_ONEBOT_TOKEN")
-		}
 		if c.Token == "" && c.WSURL == "" {
 			return nil, nil
 		}

@@ -114,7 +114,8 @@ func (g *globals) define(fs *pflag.FlagSet, name string) {
 	case "data":
 		fs.StringVar(&g.dataDir, name, g.dataDir, "data directory"+env)
 	case "database":
-		fs.StringVar(&g.database, name, g.database, "database URL, e.g. postgres://..."+env+"; empty means SQLite in the data directory")
+		fs.Var(databaseURL{&g.database}, name, "database URL, e.g. postgres://..."+env+"; empty means SQLite in the data directory. "+
+			"Give a URL with a password in the env variable: a flag shows in ps")
 	case "log-level":
 		fs.StringVar(&g.logLevel, name, g.logLevel, strings.Join(logLevels, ", ")+env)
 	case "kv-max-value":

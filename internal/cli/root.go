@@ -82,7 +82,11 @@ func NewRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-			return g.check(cmd)
+			if err := g.check(cmd); err != nil {
+				return err
+			}
+			warnSecretFlags(cmd.Flags(), g.logger())
+			return nil
 		},
 	}
 	for _, sub := range subcommands {
