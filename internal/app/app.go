@@ -23,6 +23,7 @@ import (
 	"github.com/nekro-go/nekro/internal/agent"
 	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/db"
+	"github.com/nekro-go/nekro/internal/deliveries"
 	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/kv"
 	"github.com/nekro-go/nekro/internal/kv/kvopen"
@@ -94,6 +95,9 @@ type App struct {
 	Adapters *adapterhost.Set
 	// Users are the API's users, their tokens and chat memberships.
 	Users *users.Store
+	// Deliveries are the webhook deliveries handled lately, so a replayed
+	// one runs no handler twice.
+	Deliveries *deliveries.Store
 	// Metrics are what GET /metrics serves: the runtime, the agent and the
 	// model report into them.
 	Metrics *metrics.Metrics
@@ -151,6 +155,10 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	a.closers = append(a.closers, func(context.Context) error { return a.Users.Close() })
+	if a.Deliveries, err = deliveries.Open(ctx, a.DB); err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, func(context.Context) error { return a.Deliveries.Close() })
 
 	// Python plugins' processes close after the runtime, which runs their
 	// cleanup hooks.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nekro-go/nekro/internal/deliveries"
 	"github.com/nekro-go/nekro/internal/pluginhost"
 )
 
@@ -23,6 +24,32 @@ const (
 	// webhookTimeout bounds one webhook call's handlers together.
 	webhookTimeout = 30 * time.Second
 )
+
+// deliveryIDHeaders name a delivery, one id per delivery that the
+// sender's retries keep: GitHub's, Gitea's, the Standard Webhooks
+// specification's, and nekro's own for other senders. The first one
+// present counts. (X-Request-Id is not one: proxies set it per request.)
+var deliveryIDHeaders = []string{"X-GitHub-Delivery", "X-Gitea-Delivery", "Webhook-Id", "X-Delivery-Id"}
+
+// deliveryKeys are what a call is known by among the deliveries handled
+// (deliveries.Store): its delivery id, and, when only a signature
+// authenticated it, its body's SHA-256, which the signature covers while
+// the id header is no part of it. A call by the API token (the operator's)
+// is known by its id alone, so the operator may post one body twice.
+func deliveryKeys(h http.Header, body []byte, byToken bool) (id string, keys []string) {
+	for _, name := range deliveryIDHeaders {
+		if v := strings.TrimSpace(h.Get(name)); v != "" {
+			id = v
+			keys = append(keys, "id:"+v)
+			break
+		}
+	}
+	if !byToken {
+		sum := sha256.Sum256(body)
+		keys = append(keys, "sha256:"+hex.EncodeToString(sum[:]))
+	}
+	return id, keys
+}
 
 // signatureHeaders carry "sha256=<hex>", an HMAC-SHA256 of the raw body:
 // GitHub's header, and nekro's own for other senders.
@@ -82,7 +109,10 @@ type webhookError struct {
 // token, or a signature under their secret) get the raw body, in turn.
 // 404: no enabled plugin serves the endpoint; 413: the body is over
 // 1 MiB; 401: no handler accepts the call, and none ran; 500: a handler
-// failed (the others still ran).
+// failed (the others still ran). A delivery handled before (its delivery
+// id, or its signed body, within deliveries.Window) runs no handler and is
+// answered 200 with "duplicate": true, since senders retry on any other
+// status; one whose handlers failed is forgotten, so a retry runs them.
 func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	endpoint := r.PathValue("endpoint")
 	type target struct {
@@ -125,6 +155,24 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 			"webhook %q: sign the raw body with the endpoint's secret (X-Hub-Signature-256: sha256=<hex HMAC-SHA256>) or send Authorization: Bearer <API token>", endpoint)
 		return
 	}
+	id, keys := deliveryKeys(r.Header, body, byToken)
+	fresh, err := s.app.Deliveries.Claim(r.Context(), endpoint, keys...)
+	if err != nil {
+		s.log.Error("webhook delivery not checked for a replay", "endpoint", endpoint, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "webhook %q: the deliveries already handled cannot be read now; send it again later", endpoint)
+		return
+	}
+	if !fresh {
+		s.log.Warn("webhook delivery refused: handled before (a replay or a retry)", "endpoint", endpoint,
+			"delivery", id, "remote", r.RemoteAddr)
+		writeJSON(w, http.StatusOK, map[string]any{
+			"success":   true,
+			"duplicate": true,
+			"message": fmt.Sprintf("webhook %s: this delivery was handled before (the same delivery id, or the same signed body, within %s): ignored",
+				endpoint, deliveries.Window),
+		})
+		return
+	}
 	header := r.Header.Clone()
 	header.Del("Authorization") // the API token is no plugin's business
 	ctx, cancel := context.WithTimeout(r.Context(), webhookTimeout)
@@ -141,6 +189,10 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if len(failures) > 0 {
 		status = http.StatusInternalServerError
+		// The sender retries a failed delivery: let it through then.
+		if err := s.app.Deliveries.Release(context.WithoutCancel(r.Context()), endpoint, keys...); err != nil {
+			s.log.Error("webhook delivery not released: a retry of it will be ignored", "endpoint", endpoint, "delivery", id, "err", err)
+		}
 	}
 	writeJSON(w, status, map[string]any{
 		"success": len(failures) == 0,

@@ -209,3 +209,68 @@ func TestGitHubWebhookThroughNekroServe(t *testing.T) {
 		t.Fatalf("an unsubscribed chat got the push:\n%s", h)
 	}
 }
+
+// A signed delivery sent again, as GitHub sent it or with a new delivery
+// id (the header is not signed, so whoever captured the delivery can
+// change it), is answered 200 "duplicate" and reaches no chat: the push
+// is announced once. A new delivery still goes through.
+func TestGitHubWebhookReplayIsIgnored(t *testing.T) {
+	model, err := llmtest.Start(func(r llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "Thanks, seen."} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer model.Close()
+	s := testutil.Serve(t, testutil.DataDir(t), token, "NEKRO_LLM_BASE_URL="+model.URL, "NEKRO_LLM_MODEL=scripted")
+	if st, body := s.API("PUT", "/api/plugins/nekro.github/config", map[string]any{"WEBHOOK_SECRET": "gh-secret"}); st != http.StatusOK {
+		t.Fatalf("set the secret: %d %s", st, body)
+	}
+	if st, body := s.API("POST", "/api/chats/r/exec", map[string]string{"code": `print(subscribe_github_repo("octo/repo"))`}); st != http.StatusOK ||
+		!strings.Contains(body, "octo/repo") {
+		t.Fatalf("subscribe: %d %s", st, body)
+	}
+	deliver := func(body []byte, delivery string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", "http://"+s.Addr+"/api/webhook/github", bytes.NewReader(body))
+		req.Header.Set("X-GitHub-Event", "push")
+		req.Header.Set("X-GitHub-Delivery", delivery)
+		req.Header.Set("X-Hub-Signature-256", sign("gh-secret", body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	push := []byte(`{"ref":"refs/heads/main","repository":{"full_name":"octo/repo"},"pusher":{"name":"mona"},
+		"commits":[{"id":"3333333333333333333333333333333333333333","message":"Replay me","author":{"name":"Mona"}}]}`)
+	const id = "72d3162e-cc78-11e3-81ab-4c9367dc0958"
+	for i := range 4 {
+		st, body := deliver(push, id)
+		if st != http.StatusOK || strings.Contains(body, `"duplicate"`) != (i > 0) {
+			t.Fatalf("delivery %d of the same push: %d %s", i+1, st, body)
+		}
+	}
+	if st, body := deliver(push, "a-fresh-id-the-attacker-chose"); st != http.StatusOK || !strings.Contains(body, `"duplicate": true`) {
+		t.Fatalf("the push replayed under another delivery id: %d %s", st, body)
+	}
+	next := bytes.Replace(push, []byte("Replay me"), []byte("A new commit"), 1)
+	if st, body := deliver(next, "9c1f2a40-cc78-11e3-81ab-4c9367dc0958"); st != http.StatusOK || strings.Contains(body, `"duplicate"`) {
+		t.Fatalf("a new delivery: %d %s", st, body)
+	}
+	// The handler pushes before the call is answered, so the chat holds
+	// every push the calls delivered once the last one shows.
+	var h string
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		_, h = s.API("GET", "/api/chats/r/messages", nil)
+		if strings.Contains(h, "A new commit") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new push never arrived:\n%s\n%s", h, s.Logs)
+		}
+	}
+	if n := strings.Count(h, "Replay me"); n != 1 {
+		t.Errorf("the push reached the chat %d times, want once:\n%s", n, h)
+	}
+}
