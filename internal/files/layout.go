@@ -24,6 +24,8 @@ import (
 //	<root>/uploads/<chat>/                a chat's uploads  -> /app/uploads (ro)
 //	<root>/sandboxes/<container_key>/     a sandbox's shared -> /app/shared (rw)
 //	<root>/volumes/                       filesystem images bounding the above
+//	<root>/layers/<container_key>         the host's record that a chat's package
+//	                                      layer holds only what nekro's installer put there
 //	<root>/runs/<pid>/<run_id>/           a run's socket and stubs (Docker only)
 type Layout struct {
 	Root string // absolute
@@ -121,6 +123,14 @@ func (l Layout) ensureChatDir(kind Area, chatKey, dir string) (string, error) {
 // SharedDir is the host directory seen as /app/shared by the sandbox.
 func (l Layout) SharedDir(containerKey string) string {
 	return filepath.Join(l.Root, "sandboxes", containerKey)
+}
+
+// PackagesRecord is the host's record, outside every sandbox, that the
+// package layer in containerKey's shared directory has been written by
+// nekro's installer alone since it was emptied (runtime's
+// trustPackageLayer).
+func (l Layout) PackagesRecord(containerKey string) string {
+	return filepath.Join(l.Root, "layers", containerKey)
 }
 
 // RunsDir holds one directory per running sandbox run.

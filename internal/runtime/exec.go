@@ -216,6 +216,16 @@ func (rt *Runtime) enforceSharedQuota(pr *preparedRun) string {
 	}
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
+		if e.Name() == sandbox.PackagesDirName && e.IsDir() {
+			// Emptied, not removed: the chat's zygote and warm sandboxes
+			// have this directory mounted (read-only) and keep seeing it.
+			layer := filepath.Join(dir, e.Name())
+			inner, _ := os.ReadDir(layer)
+			for _, f := range inner {
+				os.RemoveAll(filepath.Join(layer, f.Name()))
+			}
+			continue
+		}
 		os.RemoveAll(filepath.Join(dir, e.Name()))
 	}
 	rt.log.Warn("sandbox over its shared quota: emptied", "chat", pr.chatKey, "bytes", total, "quota", rt.cfg.SharedQuota)

@@ -18,6 +18,7 @@ import (
 type pipArgs struct {
 	Requirements []string `json:"requirements"`
 	Upgrade      bool     `json:"upgrade,omitempty"`
+	Uninstall    bool     `json:"uninstall,omitempty"`
 }
 
 type pipResult struct {
@@ -44,7 +45,7 @@ func (rt *Runtime) newPipMethod() *pluginhost.MethodInfo {
 // refusal (no index, a backend that cannot, a requirement that is not a
 // plain name) is an error; pip's own failure is its output and exit 1.
 func (rt *Runtime) pipInstall(ctx *plugin.Ctx, a pipArgs) (pipResult, error) {
-	if rt.cfg.PythonIndex == "" {
+	if rt.cfg.PythonIndex == "" && !a.Uninstall {
 		return pipResult{}, errors.New(sandbox.ErrNoIndex)
 	}
 	inst, ok := rt.runner.(sandbox.Installer)
@@ -69,9 +70,13 @@ func (rt *Runtime) pipInstall(ctx *plugin.Ctx, a pipArgs) (pipResult, error) {
 	if err != nil {
 		return pipResult{}, err
 	}
-	out, err := inst.InstallPackages(ctx, sandbox.InstallSpec{SharedDir: shared, UID: uid, GID: gid,
-		Index: rt.cfg.PythonIndex, Requirements: a.Requirements, Upgrade: a.Upgrade, Limits: rt.cfg.Limits})
-	rt.log.Info("pip install in a run", "chat", chatKey, "requirements", a.Requirements, "err", err)
+	if err := rt.trustPackageLayer(chatKey, shared); err != nil {
+		return pipResult{}, err
+	}
+	spec := sandbox.InstallSpec{SharedDir: shared, UID: uid, GID: gid, Index: rt.cfg.PythonIndex,
+		Requirements: a.Requirements, Upgrade: a.Upgrade, Uninstall: a.Uninstall, Limits: rt.cfg.Limits}
+	out, err := inst.InstallPackages(ctx, spec)
+	rt.log.Info("pip in a run", "chat", chatKey, "mode", spec.Mode(), "requirements", a.Requirements, "err", err)
 	if err == nil {
 		return pipResult{Output: out}, nil
 	}

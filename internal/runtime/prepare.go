@@ -57,6 +57,9 @@ func (rt *Runtime) prepare(ctx context.Context, chatKey string, limits sandbox.L
 	if err != nil {
 		return nil, err
 	}
+	if err := rt.trustPackageLayer(chatKey, shared); err != nil {
+		return nil, err
+	}
 	pr := &preparedRun{id: newRunID(), chatKey: chatKey, containerKey: containerKey, limits: limits,
 		methods: methods}
 	apiCaller, err := rt.apiCaller(pr.methods)

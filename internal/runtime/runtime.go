@@ -153,6 +153,8 @@ type Runtime struct {
 	pkgErr    error
 	pip       *pluginhost.MethodInfo // the host's side of pip install (sandbox.PipMethod)
 	pipLocks  sync.Map               // chat key -> *sync.Mutex: one install at a time per chat
+	layerMu   sync.Mutex             // serialises trustPackageLayer's first look at a chat's layer
+	layers    sync.Map               // container key -> struct{}: layers known to be the installer's alone
 }
 
 // OnPush sets what plugins' Plugin.PushSystem calls (the agent's

@@ -14,7 +14,9 @@ import (
 // counts against --shared-quota), which every run of that chat has at the
 // end of sys.path: the sandbox's own packages come first, a chat can add
 // packages but never replace what the system (and a zygote's preloads)
-// provide. Nothing another chat reads is ever written.
+// provide. Nothing another chat reads is ever written. Runs see the layer
+// read-only: only the installer writes it (see EnsurePackagesDir), so no
+// user's code becomes another user's import.
 //
 // The sandbox has no network: its pip shim (stub.PipShim) asks the host,
 // over the run's RPC socket, with the built-in method PipMethod. The host
@@ -62,9 +64,23 @@ type InstallSpec struct {
 	Requirements []string
 	// Upgrade replaces what the layer already has (pip's --upgrade).
 	Upgrade bool
+	// Uninstall removes the named distributions from the layer instead
+	// (pip uninstall); it needs no index.
+	Uninstall bool
 	// Limits: memory, file size, processes and /tmp of the installer
 	// (the time limit is the caller's context).
 	Limits Limits
+}
+
+// Mode is PipInstallScript's MODE argument for the spec.
+func (s InstallSpec) Mode() string {
+	switch {
+	case s.Uninstall:
+		return "uninstall"
+	case s.Upgrade:
+		return "upgrade"
+	}
+	return "install"
 }
 
 // Installer is implemented by backends that can install packages into a
@@ -129,8 +145,9 @@ func IndexIsURL(index string) bool {
 var pipInstallPy string
 
 // PipInstallScript is the trusted driver an Installer runs with the
-// sandbox's python (-I): argv is LAYER INDEX UPGRADE(0|1) MEMORY FILE
-// PROCESSES REQUIREMENT..., where INDEX is a URL or the directory the
-// wheels are mounted at. It runs pip (binary wheels only) into a staging
-// prefix in /tmp and moves the result into the layer.
+// sandbox's python (-I): argv is LAYER INDEX MODE MEMORY FILE PROCESSES
+// REQUIREMENT..., where INDEX is a URL or the directory the wheels are
+// mounted at ("-" to uninstall) and MODE is InstallSpec.Mode. It runs pip
+// (binary wheels only) into a staging prefix in /tmp and moves the result
+// into the layer, or removes the named distributions' files from it.
 func PipInstallScript() string { return pipInstallPy }

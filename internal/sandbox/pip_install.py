@@ -1,13 +1,14 @@
 # nekro's package installer: trusted code the host runs with the sandbox's
 # python (-I) in a sandbox of its own, as the chat's uid, to carry out a
-# run's `pip install`. It sees the chat's /app/shared (read-write), the
-# system read-only, the operator's wheel directory read-only (or, for an
-# index URL, the network) and a private /tmp. Nothing here imports from the
+# run's `pip install` (or `pip uninstall`). It is the one writer of the
+# chat's package layer, which runs see read-only. It sees the layer
+# (read-write) but nothing else of the chat's /app/shared, the system
+# read-only, the operator's wheel directory read-only (or, for an index
+# URL, the network) and a private /tmp. Nothing here imports from the
 # chat's layer: pip runs isolated (-I, --isolated) with the system's
-# sys.path, so a module the chat planted in its layer never runs with the
-# installer's network.
+# sys.path.
 #
-# argv: LAYER INDEX UPGRADE(0|1) MEMORY FILE PROCESSES REQUIREMENT...
+# argv: LAYER INDEX MODE(install|upgrade|uninstall) MEMORY FILE PROCESSES REQUIREMENT...
 # Binary wheels only (--only-binary=:all:): no setup.py or build backend of
 # anyone's runs. pip resolves dependencies against the system's packages
 # (already satisfied ones are not fetched) into a staging prefix in /tmp;
@@ -19,7 +20,8 @@ import shutil
 import subprocess
 import sys
 
-LAYER, INDEX, UPGRADE = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+LAYER, INDEX, MODE = sys.argv[1], sys.argv[2], sys.argv[3]
+UPGRADE = MODE == "upgrade"
 MEMORY, FSIZE, NPROC = (int(a) for a in sys.argv[4:7])
 REQS = sys.argv[7:]
 EXIT_FULL = 28  # the host names --shared-quota
@@ -117,8 +119,49 @@ def move_in(staged):
             raise
 
 
+def uninstall(names):
+    """Removes the named distributions' files (those their RECORD lists,
+    inside the layer) and their metadata from the layer."""
+    import importlib.metadata as md
+
+    by_name = {}
+    for d in md.distributions(path=[LAYER]):
+        try:
+            by_name[norm(d.metadata["Name"] or "")] = d
+        except Exception:  # noqa: BLE001 - a broken dist-info is ignored
+            continue
+    root = os.path.realpath(LAYER)
+    for n in names:
+        d = by_name.get(norm(n))
+        if d is None:
+            print("WARNING: Skipping %s as it is not installed in %s." % (n, LAYER))
+            continue
+        dirs = set()
+        for f in d.files or []:
+            p = os.path.realpath(os.path.join(LAYER, str(f)))
+            if p.startswith(root + os.sep) and os.path.isfile(p):
+                os.unlink(p)
+                dirs.add(os.path.dirname(p))
+        for p in sorted(dirs, key=len, reverse=True):
+            while p.startswith(root + os.sep):
+                try:
+                    os.rmdir(p)
+                except OSError:
+                    break
+                p = os.path.dirname(p)
+        info = getattr(d, "_path", None)
+        if info is not None and os.path.isdir(str(info)):
+            shutil.rmtree(str(info), ignore_errors=True)
+        print("Successfully uninstalled %s-%s" % (d.metadata["Name"], d.version))
+    return 0
+
+
 def main():
     limit()
+    if MODE == "uninstall":
+        import re
+
+        return uninstall([re.match(r"[A-Za-z0-9._-]+", r).group(0) for r in REQS])
     import importlib.util
 
     if importlib.util.find_spec("pip") is None:

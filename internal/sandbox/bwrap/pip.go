@@ -21,8 +21,9 @@ const indexMount = "/nekro-index"
 const pipOutputBytes = 16 << 10
 
 // InstallPackages runs sandbox.PipInstallScript in a sandbox like a run's
-// (the chat's uid, its /app/shared, the system read-only, seccomp, a
-// private /tmp) with pip from the sandbox's own python. A wheel directory
+// (the chat's uid, its package layer writable, the system read-only,
+// seccomp, a private /tmp) with pip from the sandbox's own python; with
+// spec.Uninstall it removes installed distributions instead. A wheel directory
 // is mounted read-only and the sandbox has no network; an index URL gives
 // it the host's network, and then only pip runs in it: the requirements
 // are plain names (sandbox.CheckRequirement), so pip reaches the index and
@@ -31,18 +32,31 @@ func (r *Runner) InstallPackages(ctx context.Context, spec sandbox.InstallSpec) 
 	if err := sandbox.CheckRequirements(spec.Requirements); err != nil {
 		return "", err
 	}
-	if spec.Index == "" {
+	if spec.Index == "" && !spec.Uninstall {
 		return "", errors.New(sandbox.ErrNoIndex)
 	}
 	bw, err := r.bwrapPath()
 	if err != nil {
 		return "", err
 	}
+	uid, gid := spec.UID, spec.GID
+	if uid < 0 {
+		uid, gid = r.SandboxUID()
+	}
+	layer, err := sandbox.EnsurePackagesDir(spec.SharedDir, uid, gid)
+	if err != nil {
+		return "", err
+	}
 	l := spec.Limits.WithDefaults()
 	a := systemArgs(l)
-	a = append(a, "--dir", "/app", "--bind", spec.SharedDir, "/app/shared")
+	// The layer alone, writable: the installer is the one writer of the
+	// layer, and never sees the rest of /app/shared, which the chat's
+	// code writes.
+	a = append(a, "--dir", "/app", "--dir", "/app/shared", "--bind", layer, sandbox.PackagesDir)
 	index := spec.Index
-	if !sandbox.IndexIsURL(index) {
+	if spec.Uninstall {
+		index = "-"
+	} else if !sandbox.IndexIsURL(index) {
 		if st, err := os.Stat(index); err != nil || !st.IsDir() {
 			return "", fmt.Errorf("the package index %s is not a directory of wheels the sandbox can read (--python-index): %v", index, err)
 		} else if uid, _ := r.SandboxUID(); uid >= 0 {
@@ -68,11 +82,7 @@ func (r *Runner) InstallPackages(ctx context.Context, spec sandbox.InstallSpec) 
 	if sandbox.IndexIsURL(index) {
 		a = shareNet(a)
 	}
-	upgrade := "0"
-	if spec.Upgrade {
-		upgrade = "1"
-	}
-	a = append(a, r.Python, "-I", "-B", "-c", sandbox.PipInstallScript(), sandbox.PackagesDir, index, upgrade,
+	a = append(a, r.Python, "-I", "-B", "-c", sandbox.PipInstallScript(), sandbox.PackagesDir, index, spec.Mode(),
 		strconv.FormatInt(l.MemoryBytes, 10), strconv.FormatInt(l.FileBytes, 10), strconv.Itoa(l.Processes))
 	a = append(a, spec.Requirements...)
 	ctx, cancel := context.WithTimeout(ctx, sandbox.PipTimeout)

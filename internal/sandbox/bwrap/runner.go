@@ -198,11 +198,9 @@ func fileNames(spec sandbox.Spec) []string {
 func (r *Runner) Args(spec sandbox.Spec) []string {
 	l := spec.Limits.WithDefaults()
 	a := systemArgs(l)
-	a = append(a,
-		"--dir", "/app",
-		"--bind", spec.SharedDir, "/app/shared",
-		"--ro-bind", spec.UploadsDir, "/app/uploads",
-	)
+	a = append(a, "--dir", "/app")
+	a = append(a, sharedArgs(spec.SharedDir)...)
+	a = append(a, "--ro-bind", spec.UploadsDir, "/app/uploads")
 	if spec.RunDir != "" {
 		a = append(a, "--ro-bind", spec.RunDir, "/app/.nekro")
 	}
@@ -226,6 +224,27 @@ func (r *Runner) Args(spec sandbox.Spec) []string {
 	return append(a, r.Python, "-I", "-B", "-u", "/app/.nekro/boot.py",
 		strconv.FormatInt(l.MemoryBytes, 10), strconv.FormatInt(l.FileBytes, 10), strconv.Itoa(l.Processes),
 		strconv.Itoa(fdRelease), strconv.Itoa(fdReady), strconv.Itoa(conn))
+}
+
+// sharedArgs mounts the chat's shared directory at /app/shared and, over
+// it, the chat's package layer read-only (see sandbox.EnsurePackagesDir,
+// which the start calls first): a run reads the packages nekro's
+// installer put there and can write none.
+func sharedArgs(sharedDir string) []string {
+	return []string{"--bind", sharedDir, "/app/shared",
+		"--ro-bind", filepath.Join(sharedDir, sandbox.PackagesDirName), sandbox.PackagesDir}
+}
+
+// ensureLayer makes the chat's package layer before a sandbox of spec
+// mounts it, owned by the uid the sandbox (and the chat's installer) runs
+// as.
+func (r *Runner) ensureLayer(spec sandbox.Spec) error {
+	uid, gid := spec.UID, spec.GID
+	if uid < 0 {
+		uid, gid = r.SandboxUID()
+	}
+	_, err := sandbox.EnsurePackagesDir(spec.SharedDir, uid, gid)
+	return err
 }
 
 // fileArgs places one of Spec.Files, read from descriptor fd; those under
@@ -388,6 +407,9 @@ func (r *Runner) startFresh(ctx context.Context, spec sandbox.Spec) (sandbox.Pro
 	bw, err := r.bwrapPath()
 	if err != nil {
 		return nil, err
+	}
+	if err := r.ensureLayer(spec); err != nil {
+		return nil, fmt.Errorf("start sandbox: %w", err)
 	}
 	var parentEnds, childEnds []*os.File // closed here after the start
 	defer func() {

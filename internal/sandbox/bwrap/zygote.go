@@ -436,8 +436,15 @@ func (z *zygote) serve(spec sandbox.Spec) error {
 	closeAfter = append(closeAfter, strict)
 	extra := []*os.File{childEnd, strict, nil}
 	a := systemArgs(l)
-	a = append(a, "--setenv", "OPENBLAS_NUM_THREADS", "1",
-		"--dir", "/app", "--bind", spec.SharedDir, "/app/shared", "--ro-bind", spec.UploadsDir, "/app/uploads")
+	if err := z.r.ensureLayer(spec); err != nil {
+		return fmt.Errorf("start zygote: %w", err)
+	}
+	a = append(a, "--setenv", "OPENBLAS_NUM_THREADS", "1", "--dir", "/app")
+	// The chat's package layer is read-only here as in a fresh run: a
+	// spare's mount namespace is a copy of this one, and it drops every
+	// capability before it reads code, so no run can remount it.
+	a = append(a, sharedArgs(spec.SharedDir)...)
+	a = append(a, "--ro-bind", spec.UploadsDir, "/app/uploads")
 	if len(z.r.Seccomp) > 0 {
 		zf, err := seccomp.ZygoteFilter()
 		if err != nil {

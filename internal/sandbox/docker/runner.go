@@ -21,6 +21,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -142,6 +143,10 @@ func (r *Runner) Args(spec sandbox.Spec, name string) []string {
 		// nekro's pip answers pip install (the host refuses it on this backend, saying so).
 		"--env", "PATH=" + sandbox.RunPath, "--env", "PYTHONPATH=" + sandbox.RunPythonPath,
 		"-v", spec.SharedDir + ":/app/shared:rw",
+		// The chat's package layer, read-only over it: only nekro's
+		// installer writes it (see sandbox.EnsurePackagesDir, which Start
+		// calls first).
+		"-v", filepath.Join(spec.SharedDir, sandbox.PackagesDirName) + ":" + sandbox.PackagesDir + ":ro",
 		"-v", spec.UploadsDir + ":/app/uploads:ro",
 		"-v", spec.RunDir + ":/app/.nekro:ro",
 		"-w", "/app",
@@ -202,6 +207,16 @@ func (r *Runner) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Process,
 		return nil, fmt.Errorf("start sandbox: %w", err)
 	}
 	l := spec.Limits.WithDefaults()
+	uid, gid := spec.UID, spec.GID
+	if uid < 0 {
+		uid, gid = r.UID, r.GID
+	}
+	if os.Geteuid() != 0 {
+		uid, gid = -1, -1 // a host user cannot give files away
+	}
+	if _, err := sandbox.EnsurePackagesDir(spec.SharedDir, uid, gid); err != nil {
+		return nil, fmt.Errorf("start sandbox: %w", err)
+	}
 	var b [8]byte
 	rand.Read(b[:])
 	name := "nekro-run-" + hex.EncodeToString(b[:])

@@ -4,8 +4,9 @@ The host installs binary wheels from the operator's package index into this
 chat's own package layer, /app/shared/.packages, which every run of the
 chat imports from (after the sandbox's own packages). `pip install`,
 `python -m pip install`, `pip3`, a subprocess running them and
-`pip.main([...])` all end up here. uninstall, list and freeze work on the
-layer locally.
+`pip.main([...])` all end up here. uninstall asks the host too (runs see
+the layer read-only: only the host's installer writes it); list and freeze
+read the layer locally.
 """
 import os
 import sys
@@ -88,9 +89,15 @@ def _install(args):
             reqs.append(a)
     if not reqs:
         return _err("You must give at least one requirement to install (pip install NAME)")
+    return _ask({"requirements": reqs, "upgrade": upgrade})
+
+
+def _ask(args):
+    """Has the host's installer, the one writer of the layer (runs see it
+    read-only), carry out an install or uninstall; returns pip's status."""
     api = _api()
     try:
-        res = api._conn.call(_METHOD, "tool", {"requirements": reqs, "upgrade": upgrade})
+        res = api._conn.call(_METHOD, "tool", args)
     except api.NekroError as e:
         return _err(str(e))
     out = res.get("output") or ""
@@ -110,10 +117,6 @@ def _dists():
     return sorted(md.distributions(path=[LAYER]), key=lambda d: (d.metadata["Name"] or "").lower())
 
 
-def _norm(name):
-    return name.lower().replace("_", "-").replace(".", "-")
-
-
 def _list(freeze):
     dists = _dists()
     if freeze:
@@ -127,37 +130,10 @@ def _list(freeze):
 
 
 def _uninstall(args):
-    import shutil
-
     names = [a for a in args if not a.startswith("-")]
     if not names:
         return _err("You must give at least one requirement to uninstall (pip uninstall NAME)")
-    code = 0
-    by_name = {_norm(d.metadata["Name"] or ""): d for d in _dists()}
-    root = os.path.realpath(LAYER)
-    for n in names:
-        d = by_name.get(_norm(n))
-        if d is None:
-            print("WARNING: Skipping %s as it is not installed in %s." % (n, LAYER))
-            continue
-        dirs = set()
-        for f in d.files or []:
-            p = os.path.realpath(os.path.join(LAYER, str(f)))
-            if p.startswith(root + os.sep) and os.path.isfile(p):
-                os.unlink(p)
-                dirs.add(os.path.dirname(p))
-        for p in sorted(dirs, key=len, reverse=True):
-            while p.startswith(root + os.sep):
-                try:
-                    os.rmdir(p)
-                except OSError:
-                    break
-                p = os.path.dirname(p)
-        info = getattr(d, "_path", None)
-        if info is not None and os.path.isdir(str(info)):
-            shutil.rmtree(str(info), ignore_errors=True)
-        print("Successfully uninstalled %s-%s" % (d.metadata["Name"], d.version))
-    return code
+    return _ask({"requirements": names, "uninstall": True})
 
 
 def main(args=None):
