@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/nekro-go/nekro/internal/testutil"
@@ -169,4 +170,43 @@ func testWheelDir(t *testing.T, data, name string) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// A layer an older nekro let runs write (no record of the host's that only
+// the installer wrote it) may hold code a user's run planted there: the
+// chat's first run under this nekro finds it emptied, so bob's import of
+// what alice's run left fails.
+func TestALayerOlderRunsCouldWriteIsEmptied(t *testing.T) {
+	data := testutil.DataDir(t)
+	if r := execAs(t, data, "c", "alice", "print('hello')"); r.code != 0 {
+		t.Fatalf("the chat's first run: %+v", r)
+	}
+	// What an older nekro left: alice's module in the layer, no record.
+	testutil.MountVolumes(t, data)
+	layer := filepath.Join(data, "sandboxes", "sandbox_c", ".packages")
+	st, err := os.Stat(layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planted := filepath.Join(layer, "torch.py")
+	if err := os.WriteFile(planted, []byte("import api_caller\nprint(\"ALICE-CODE-RAN\", api_caller.get_note(\"n1\"))\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if own, ok := st.Sys().(*syscall.Stat_t); ok {
+		os.Lchown(planted, int(own.Uid), int(own.Gid))
+	}
+	if err := os.RemoveAll(filepath.Join(data, "layers")); err != nil {
+		t.Fatal(err)
+	}
+	if r := execAs(t, data, "c", "bob", `print(add_note("n1", "bank", "bob-secret-4242"))`); r.code != 0 {
+		t.Fatalf("bob's note: %+v", r)
+	}
+	r := execAs(t, data, "c", "bob", importTorch)
+	if strings.Contains(r.stdout+r.stderr, "ALICE-CODE-RAN") || strings.Contains(r.stdout+r.stderr, "bob-secret-4242") ||
+		!strings.Contains(r.stdout, "IMPORT-ERROR ModuleNotFoundError No module named 'torch'") {
+		t.Fatalf("bob's run imported what an older nekro let alice's run leave: %+v", r)
+	}
+	if _, err := os.Lstat(planted); err == nil {
+		t.Errorf("%s is still in the layer", planted)
+	}
 }

@@ -155,7 +155,9 @@ print("LAYER", sorted(os.listdir("/app/shared/.packages")))
 
 // A chat's warm zygote, started before the install, serves runs that
 // import what an earlier run installed (its import caches are reset per
-// run), and runs from it install as fresh runs do.
+// run), and runs from it install as fresh runs do. They see the layer
+// read-only, as fresh runs do (only the installer writes it), and pip
+// uninstall goes through the installer too.
 func TestPipPackagesReachZygoteRuns(t *testing.T) {
 	data := testutil.DataDir(t)
 	wheels := wheelDir(t, data, "nekrotestpkg", 0)
@@ -179,6 +181,35 @@ print("VALUE", nekrotestpkg.VALUE)
 	res = zygoteRun(t, rt, "import nekrotestpkg\nprint('AGAIN', nekrotestpkg.VALUE)\n")
 	if !strings.Contains(res.Output, "AGAIN 42") {
 		t.Fatalf("the next zygote run: %s %q", res.StopType, res.Output)
+	}
+	res = zygoteRun(t, rt, `
+import errno, nekrotestpkg, os
+for path in (nekrotestpkg.__file__, "/app/shared/.packages/planted.py"):
+    try:
+        open(path, "a").write("print('PLANTED')\n")
+        print("WROTE", path)
+    except OSError as e:
+        print("REFUSED", errno.errorcode[e.errno])
+try:
+    os.rename("/app/shared/.packages", "/app/shared/moved")
+    print("MOVED")
+except OSError as e:
+    print("REFUSED", errno.errorcode[e.errno])
+`)
+	if strings.Contains(res.Output, "WROTE") || strings.Contains(res.Output, "MOVED") ||
+		strings.Count(res.Output, "REFUSED EROFS") != 2 || !strings.Contains(res.Output, "REFUSED EBUSY") {
+		t.Fatalf("a zygote run wrote the package layer: %s %q", res.StopType, res.Output)
+	}
+	res = zygoteRun(t, rt, `
+import subprocess
+print("UNINSTALL", subprocess.run(["pip", "uninstall", "-y", "nekrotestpkg"]).returncode)
+`)
+	if !strings.Contains(res.Output, "UNINSTALL 0") || !strings.Contains(res.Output, "Successfully uninstalled nekrotestpkg-1.0") {
+		t.Fatalf("pip uninstall in a zygote run: %s %q", res.StopType, res.Output)
+	}
+	res = zygoteRun(t, rt, "import nekrotestpkg\n")
+	if !strings.Contains(res.Output, "No module named 'nekrotestpkg'") {
+		t.Fatalf("the package is still there after pip uninstall: %s %q", res.StopType, res.Output)
 	}
 }
 

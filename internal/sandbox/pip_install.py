@@ -136,6 +136,7 @@ def uninstall(names):
         if d is None:
             print("WARNING: Skipping %s as it is not installed in %s." % (n, LAYER))
             continue
+        label = "%s-%s" % (d.metadata["Name"], d.version)  # before its metadata goes
         dirs = set()
         for f in d.files or []:
             p = os.path.realpath(os.path.join(LAYER, str(f)))
@@ -152,7 +153,7 @@ def uninstall(names):
         info = getattr(d, "_path", None)
         if info is not None and os.path.isdir(str(info)):
             shutil.rmtree(str(info), ignore_errors=True)
-        print("Successfully uninstalled %s-%s" % (d.metadata["Name"], d.version))
+        print("Successfully uninstalled %s" % label)
     return 0
 
 
