@@ -85,6 +85,8 @@ attempt("write-uploads", lambda: open("/app/uploads/x", "w"))
 attempt("write-stubs", lambda: open("/app/.nekro/x", "w"))
 attempt("network", lambda: socket.create_connection(("1.1.1.1", 53), timeout=1))
 attempt("write-shared", lambda: open("/app/shared/ok", "w").write("1"))
+attempt("write-packages", lambda: open("/app/shared/.packages/torch.py", "w"))
+attempt("move-packages", lambda: os.rename("/app/shared/.packages", "/app/shared/moved"))
 print("uid", os.getuid(), "cwd", os.getcwd(), "ck", _ck)
 import ctypes
 r = ctypes.CDLL(None, use_errno=True).unshare(0x10000000)
@@ -93,7 +95,8 @@ ask()
 print("AFTER")
 `, sandbox.Limits{})
 	for _, w := range []string{"5\n", "TypeError: add(): argument 'a' must be int, got str", "write-root denied",
-		"write-uploads denied", "write-stubs denied", "network denied", "write-shared ALLOWED", "uid 1000000000 cwd /app ck dk", "unshare denied"} {
+		"write-uploads denied", "write-stubs denied", "network denied", "write-shared ALLOWED",
+		"write-packages denied", "move-packages denied", "uid 1000000000 cwd /app ck dk", "unshare denied"} {
 		if !strings.Contains(res.Output, w) {
 			t.Errorf("output lacks %q:\n%s", w, res.Output)
 		}
