@@ -367,7 +367,7 @@ func yieldToBuiltins(plugins []*plugin.Plugin, log *slog.Logger) []*plugin.Plugi
 }
 
 func (a *App) openStore(ctx context.Context, cfg Config) error {
-	layout, err := files.NewLayout(cfg.DataDir)
+	layout, err := files.OpenLayout(cfg.DataDir)
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/testutil"
 )
 
@@ -195,7 +196,9 @@ print("UID", os.getuid())
 	}()
 	time.Sleep(1500 * time.Millisecond)
 	// While it runs, its directories (volumes or plain) are the chat's own.
-	for _, dir := range []string{filepath.Join(data, "sandboxes", "sandbox_chat-a"), filepath.Join(data, "uploads", "chat-a")} {
+	layout := files.Layout{Root: data}
+	sharedA, uploadsA := layout.SharedDir(files.ContainerKey("chat-a")), layout.UploadsDir("chat-a")
+	for _, dir := range []string{sharedA, uploadsA} {
 		fi, err := os.Stat(dir)
 		if err != nil {
 			t.Fatal(err)
@@ -224,8 +227,7 @@ for root, dirs, files in os.walk(%q):
         except OSError:
             pass
 print("SOCKETS", socks)
-`, filepath.Join(data, "sandboxes", "sandbox_chat-a", "secret-a.txt"), filepath.Join(data, "sandboxes", "sandbox_chat-a"),
-		filepath.Join(data, "uploads", "chat-a"), data)
+`, filepath.Join(sharedA, "secret-a.txt"), sharedA, uploadsA, data)
 	for _, who := range []string{strconv.Itoa(b), "65534"} {
 		out, _ := exec.Command("setpriv", "--reuid="+who, "--regid="+who, "--clear-groups",
 			"/usr/bin/python3", "-I", "-c", attack).CombinedOutput()

@@ -50,10 +50,10 @@ func TestNewFSKeys(t *testing.T) {
 	if got, want := fsys.ContainerKey(), ContainerKey("onebot-group_1:2"); got != want {
 		t.Errorf("ContainerKey() = %q, want %q", got, want)
 	}
-	if got, want := fsys.SharedPath(), filepath.Join(l.Root, "sandboxes", ContainerKey("onebot-group_1:2")); got != want {
+	if got, want := fsys.SharedPath(), l.SharedDir(ContainerKey("onebot-group_1:2")); got != want || filepath.Dir(got) != filepath.Join(l.Root, "sandboxes") {
 		t.Errorf("SharedPath() = %q, want %q", got, want)
 	}
-	if got, want := fsys.UploadPath(), filepath.Join(l.Root, "uploads", SanitizeChatKey("onebot-group_1:2")); got != want {
+	if got, want := fsys.UploadPath(), l.UploadsDir("onebot-group_1:2"); got != want || filepath.Dir(got) != filepath.Join(l.Root, "uploads") {
 		t.Errorf("UploadPath() = %q, want %q", got, want)
 	}
 	for _, ck := range []string{"..", ".", "a/b", "../../etc", ""} {

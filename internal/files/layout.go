@@ -20,13 +20,18 @@ import (
 // Layout names the places under a data directory:
 //
 //	<root>/nekro.db                       SQLite: KV, chats, messages, runs
+//	<root>/names.key                      the secret naming chats' directories
 //	<root>/plugins/<author>.<module>/     a plugin's private directory
-//	<root>/uploads/<chat>/                a chat's uploads  -> /app/uploads (ro)
-//	<root>/sandboxes/<container_key>/     a sandbox's shared -> /app/shared (rw)
+//	<root>/uploads/<name>/                a chat's uploads  -> /app/uploads (ro)
+//	<root>/sandboxes/<name>/              a sandbox's shared -> /app/shared (rw)
 //	<root>/volumes/                       filesystem images bounding the above
 //	<root>/layers/<container_key>         the host's record that a chat's package
 //	                                      layer holds only what nekro's installer put there
 //	<root>/runs/<pid>/<run_id>/           a run's socket and stubs (Docker only)
+//
+// A chat's directories are named by a keyed hash of its chat key (or its
+// sandbox's container key), never by the key: they are mount points, and
+// every host user can read the mount table. See chatDirName.
 type Layout struct {
 	Root string // absolute
 	// Provision, when set, prepares each chat and plugin directory as it
@@ -34,6 +39,9 @@ type Layout struct {
 	// its own that bounds its size. Nil leaves plain directories of the
 	// host user.
 	Provision Provisioner
+	// nameKey is the secret of NameKeyFile, read by OpenLayout; a Layout
+	// without it reads the file on each use.
+	nameKey string
 }
 
 // Provisioner prepares the directories sandboxes and plugins write to;
@@ -88,7 +96,19 @@ func (l Layout) PluginDir(pluginKey string) string {
 
 // UploadsDir is the host directory seen as /app/uploads by chatKey's runs.
 func (l Layout) UploadsDir(chatKey string) string {
+	return filepath.Join(l.Root, "uploads", l.chatDirName("uploads", chatKey))
+}
+
+// legacyUploadsDir is where versions before opaque names kept it.
+func (l Layout) legacyUploadsDir(chatKey string) string {
 	return filepath.Join(l.Root, "uploads", SanitizeChatKey(chatKey))
+}
+
+// HasUploadsDir reports whether chatKey has an uploads directory (under
+// its current name or the one a previous version gave it), without
+// creating one.
+func (l Layout) HasUploadsDir(chatKey string) bool {
+	return exists(l.UploadsDir(chatKey)) || exists(l.legacyUploadsDir(chatKey))
 }
 
 // EnsureUploadsDir creates the chat's uploads directory, mode 0700, and
@@ -96,18 +116,24 @@ func (l Layout) UploadsDir(chatKey string) string {
 // one), and returns it. Other host users can neither list nor read a
 // chat's files.
 func (l Layout) EnsureUploadsDir(chatKey string) (string, error) {
-	return l.ensureChatDir(Uploads, chatKey, l.UploadsDir(chatKey))
+	return l.ensureChatDir(Uploads, chatKey, l.legacyUploadsDir(chatKey), l.UploadsDir(chatKey))
 }
 
 // EnsureSharedDir is EnsureUploadsDir for the chat's sandbox's shared
 // directory.
 func (l Layout) EnsureSharedDir(chatKey string) (string, error) {
-	return l.ensureChatDir(Shared, chatKey, l.SharedDir(ContainerKey(chatKey)))
+	ck := ContainerKey(chatKey)
+	return l.ensureChatDir(Shared, chatKey, filepath.Join(l.Root, "sandboxes", ck), l.SharedDir(ck))
 }
 
-func (l Layout) ensureChatDir(kind Area, chatKey, dir string) (string, error) {
+// ensureChatDir creates dir, first renaming to it the legacy directory a
+// previous version named after the key, if there is one.
+func (l Layout) ensureChatDir(kind Area, chatKey, legacy, dir string) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
 		return "", fmt.Errorf("%s: %w", kind, err)
+	}
+	if err := l.adoptLegacy(legacy, dir); err != nil {
+		return "", fmt.Errorf("%s of chat %q: %w", kind, chatKey, err)
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", fmt.Errorf("%s: %w", kind, err)
@@ -122,7 +148,7 @@ func (l Layout) ensureChatDir(kind Area, chatKey, dir string) (string, error) {
 
 // SharedDir is the host directory seen as /app/shared by the sandbox.
 func (l Layout) SharedDir(containerKey string) string {
-	return filepath.Join(l.Root, "sandboxes", containerKey)
+	return filepath.Join(l.Root, "sandboxes", l.chatDirName("sandboxes", containerKey))
 }
 
 // PackagesRecord is the host's record, outside every sandbox, that the
@@ -140,8 +166,10 @@ func (l Layout) RunsDir() string { return filepath.Join(l.Root, "runs") }
 // is hashed too, so a kept key can never equal another key's hashed form.
 var hashSuffix = regexp.MustCompile(`-[0-9a-f]{12}$`)
 
-// SanitizeChatKey turns a chat key into a directory name: the one rule used
-// for every path. Characters outside [A-Za-z0-9_.-] become "_". Because
+// SanitizeChatKey turns a chat key into a safe name: the one rule for
+// names derived from a chat key that may be read (container keys, plugins'
+// per-chat subdirectories); the chat's own directories, mount points, are
+// named opaquely (chatDirName) and were named by this rule before. Characters outside [A-Za-z0-9_.-] become "_". Because
 // that is lossy ("a:b" and "a_b" would collide) and because "." and ".."
 // are not safe names, any key that had to change, starts with ".", is
 // long, or already ends like a hash suffix gets a hash of the original

@@ -1,7 +1,10 @@
 package files
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -27,5 +30,89 @@ func TestSanitizeChatKeyIsInjective(t *testing.T) {
 	}
 	if got := SanitizeChatKey("onebot_v11-group_12345678"); got != "onebot_v11-group_12345678" {
 		t.Errorf("a plain key changed: %q", got)
+	}
+}
+
+// A chat's directories are mount points, listed in the world-readable
+// mount table: their names are a keyed hash of the key, the same for
+// every process on the data directory, different on another one.
+func TestChatDirectoriesAreNamedOpaquely(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "data")
+	const chat = "onebot_v11-private_123456789"
+	layouts := make([]Layout, 4)
+	var wg sync.WaitGroup
+	for i := range layouts {
+		wg.Go(func() {
+			l, err := OpenLayout(root)
+			if err != nil {
+				t.Error(err)
+			}
+			layouts[i] = l
+		})
+	}
+	wg.Wait()
+	up, shared := layouts[0].UploadsDir(chat), layouts[0].SharedDir(ContainerKey(chat))
+	for _, l := range append(layouts[1:], Layout{Root: root}) {
+		if l.UploadsDir(chat) != up || l.SharedDir(ContainerKey(chat)) != shared {
+			t.Errorf("processes disagree on the chat's directories: %s %s vs %s %s", l.UploadsDir(chat), l.SharedDir(ContainerKey(chat)), up, shared)
+		}
+	}
+	for _, d := range []string{up, shared} {
+		if strings.Contains(d, "123456789") {
+			t.Errorf("%s names the chat", d)
+		}
+	}
+	if up == layouts[0].UploadsDir("onebot_v11-private_123456780") {
+		t.Error("two chats share an uploads directory")
+	}
+	other, err := OpenLayout(filepath.Join(t.TempDir(), "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(other.UploadsDir(chat)) == filepath.Base(up) {
+		t.Error("another data directory names the chat alike: the name is not keyed")
+	}
+	if fi, err := os.Stat(filepath.Join(root, NameKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("name key: %v %v", fi, err)
+	}
+}
+
+// A previous version's directories, named after the chat key, are
+// renamed to the opaque names on first use, files and all.
+func TestLegacyChatDirectoriesAreAdopted(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "data")
+	const chat = "onebot_v11-private_123456789"
+	for _, f := range []string{"uploads/" + chat + "/a.txt", "sandboxes/sandbox_" + chat + "/b.txt"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, f), []byte(f), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := OpenLayout(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.HasUploadsDir(chat) {
+		t.Error("HasUploadsDir misses the legacy directory")
+	}
+	up, err := l.EnsureUploadsDir(chat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := l.EnsureSharedDir(chat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{filepath.Join(up, "a.txt"), filepath.Join(shared, "b.txt")} {
+		if _, err := os.Stat(f); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, old := range []string{"uploads/" + chat, "sandboxes/sandbox_" + chat} {
+		if _, err := os.Lstat(filepath.Join(root, old)); err == nil {
+			t.Errorf("%s is still there", old)
+		}
 	}
 }

@@ -158,7 +158,7 @@ print(everything_echo("two"))
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	shared := filepath.Join(data, "sandboxes", files.ContainerKey("k1"))
+	shared := files.Layout{Root: data}.SharedDir(files.ContainerKey("k1"))
 	for {
 		if _, err := os.Stat(filepath.Join(shared, "first-done")); err == nil {
 			break

@@ -160,7 +160,7 @@ except NameError:
 		}
 		done <- res.Output
 	}()
-	shared := filepath.Join(data, "sandboxes", files.ContainerKey("c2"))
+	shared := files.Layout{Root: data}.SharedDir(files.ContainerKey("c2"))
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if _, err := os.Stat(filepath.Join(shared, "first-done")); err == nil {
 			break

@@ -104,9 +104,9 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 
 	limits := rt.limits(req.Limits)
 	if rt.janitor != nil {
-		ck := files.ContainerKey(req.ChatKey)
-		rt.janitor.begin(ck, req.ChatKey)
-		defer rt.janitor.end(ck)
+		dir := filepath.Base(rt.layout.SharedDir(files.ContainerKey(req.ChatKey)))
+		rt.janitor.begin(dir, req.ChatKey)
+		defer rt.janitor.end(dir)
 	}
 	methods := req.Methods
 	if methods == nil {

@@ -20,9 +20,10 @@ type janitor struct {
 	done chan struct{}
 
 	mu     sync.Mutex
-	active map[string]int       // container key -> runs going
-	last   map[string]time.Time // container key -> end of its last run
-	chat   map[string]string    // container key -> chat key (to drop spares)
+	// All by the shared directory's name (Layout.SharedDir's base name).
+	active map[string]int       // runs going
+	last   map[string]time.Time // end of its last run
+	chat   map[string]string    // chat key (to drop spares)
 }
 
 func newJanitor(rt *Runtime, idle time.Duration) *janitor {
@@ -32,22 +33,23 @@ func newJanitor(rt *Runtime, idle time.Duration) *janitor {
 	return j
 }
 
-// begin and end bracket a run in a sandbox.
-func (j *janitor) begin(containerKey, chatKey string) {
+// begin and end bracket a run in the sandbox whose shared directory is
+// named dir.
+func (j *janitor) begin(dir, chatKey string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.active[containerKey]++
-	j.chat[containerKey] = chatKey
+	j.active[dir]++
+	j.chat[dir] = chatKey
 }
 
-func (j *janitor) end(containerKey string) {
+func (j *janitor) end(dir string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.active[containerKey]--
-	if j.active[containerKey] <= 0 {
-		delete(j.active, containerKey)
+	j.active[dir]--
+	if j.active[dir] <= 0 {
+		delete(j.active, dir)
 	}
-	j.last[containerKey] = time.Now()
+	j.last[dir] = time.Now()
 }
 
 func (j *janitor) loop() {
@@ -115,7 +117,7 @@ func (j *janitor) sweepOne(now time.Time, root string, e os.DirEntry) {
 		os.RemoveAll(filepath.Join(dir, f.Name()))
 	}
 	j.last[key] = now
-	j.rt.log.Info("emptied an idle sandbox's shared directory", "sandbox", key, "idle", now.Sub(last).Round(time.Second))
+	j.rt.log.Info("emptied an idle sandbox's shared directory", "dir", key, "chat", j.chat[key], "idle", now.Sub(last).Round(time.Second))
 }
 
 func (j *janitor) close() {

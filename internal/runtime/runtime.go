@@ -195,7 +195,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	cfg.PythonIndex = index
-	layout, err := files.NewLayout(cfg.DataDir)
+	layout, err := files.OpenLayout(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}

@@ -62,8 +62,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	}
 	// Ensure, not just the path: the directory may be a volume this
 	// process has not mounted yet.
-	dir := s.rt.Layout().UploadsDir(key)
-	if _, err := os.Stat(dir); err != nil {
+	if !s.rt.Layout().HasUploadsDir(key) {
 		writeError(w, http.StatusNotFound, "chat %s has no uploads", key)
 		return
 	}

@@ -488,3 +488,41 @@ func flock(ctx context.Context, f *os.File, how int) error {
 		}
 	}
 }
+
+// ErrInUse is returned by Move for a volume a running process holds.
+var ErrInUse = errors.New("the volume is in use by a running process")
+
+// Move renames a volume that no process holds: its image (when there is
+// one) and its mount point directory (when there is one), neither
+// replacing anything at the new names. A mount left at the old mount
+// point by a killed process is unmounted first. A volume held by a
+// running process is ErrInUse: that process would go on using the old
+// names.
+func Move(image, mountpoint, newImage, newMountpoint string) error {
+	if _, err := os.Stat(image); err == nil {
+		lock, err := os.OpenFile(image+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return fmt.Errorf("volume %s: lock: %w", image, err)
+		}
+		defer lock.Close()
+		if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			return fmt.Errorf("volume %s: %w", image, ErrInUse)
+		}
+		if err := unmount(mountpoint); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(newImage), 0o700); err != nil {
+			return fmt.Errorf("volume %s: %w", newImage, err)
+		}
+		if err := unix.Renameat2(unix.AT_FDCWD, image, unix.AT_FDCWD, newImage, unix.RENAME_NOREPLACE); err != nil {
+			return fmt.Errorf("rename volume %s: %w", image, err)
+		}
+		os.Remove(image + ".lock") // whoever waits on it finds no image there
+	}
+	if _, err := os.Lstat(mountpoint); err == nil {
+		if err := unix.Renameat2(unix.AT_FDCWD, mountpoint, unix.AT_FDCWD, newMountpoint, unix.RENAME_NOREPLACE); err != nil {
+			return fmt.Errorf("rename %s: %w", mountpoint, err)
+		}
+	}
+	return nil
+}

@@ -44,7 +44,10 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	if err != nil {
 		return fmt.Errorf("bench files: %w", err)
 	}
-	l := files.Layout{Root: o.Dir}
+	l, err := files.OpenLayout(o.Dir)
+	if err != nil {
+		return err
+	}
 	fsys, err := files.NewFS(l, plugin.RunInfo{ChatKey: "bench"}, files.Options{})
 	if err != nil {
 		return err

@@ -1,0 +1,149 @@
+package files
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nekro-go/nekro/internal/volume"
+)
+
+// NameKeyFile is the data directory's secret, mode 0600, that names the
+// chats' directories (created on first use). Losing it loses the way
+// from a chat to its uploads and shared files: it belongs with the data
+// directory in backups.
+const NameKeyFile = "names.key"
+
+// chatDirName is the opaque directory name of key in area: an HMAC-SHA256
+// under the data directory's secret. A chat's directories are mount
+// points (their volumes), and /proc/self/mountinfo, /sys/block/loop*/
+// and the sandboxes' command lines are readable by every host user; a
+// chat key such as onebot_v11-private_<QQ number> must not show there. A
+// plain hash of a QQ number would be brute-forced in seconds; the keyed
+// one cannot be without the secret.
+func (l Layout) chatDirName(area, key string) string {
+	secret := l.nameKey
+	if secret == "" {
+		var err error
+		if secret, err = loadNameKey(l.Root); err != nil {
+			// Only a Layout not made by OpenLayout gets here (tests,
+			// tools): OpenLayout reports this error instead.
+			panic(fmt.Sprintf("files: a Layout of %s without its name key: %v (use OpenLayout)", l.Root, err))
+		}
+	}
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(area + "\x00" + key))
+	return hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+// OpenLayout is NewLayout for a process that uses the chats' directories:
+// it creates the data directory (mode 0711) when missing and reads, or on
+// first use creates, the secret that names those directories.
+func OpenLayout(dir string) (Layout, error) {
+	l, err := NewLayout(dir)
+	if err != nil {
+		return Layout{}, err
+	}
+	if l.nameKey, err = loadNameKey(l.Root); err != nil {
+		return Layout{}, err
+	}
+	return l, nil
+}
+
+// loadNameKey reads root's name key, creating it when missing. Several
+// processes may start at once on a fresh data directory: the key is
+// written to a temporary file and linked into place, so exactly one
+// key wins and everyone reads that one.
+func loadNameKey(root string) (string, error) {
+	path := filepath.Join(root, NameKeyFile)
+	for range 3 {
+		b, err := os.ReadFile(path)
+		if err == nil {
+			key := strings.TrimSpace(string(b))
+			if _, derr := hex.DecodeString(key); derr != nil || len(key) != 64 {
+				return "", fmt.Errorf("data dir: %s is not 64 hex digits (restore it from a backup; removing it loses every chat's files)", path)
+			}
+			return key, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("data dir: name key: %w", err)
+		}
+		if err := createNameKey(root, path); err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("data dir: name key: %w", err)
+		}
+	}
+	return "", fmt.Errorf("data dir: %s keeps vanishing", path)
+}
+
+func createNameKey(root, path string) error {
+	if err := os.MkdirAll(root, 0o711); err != nil {
+		return err
+	}
+	var secret [32]byte
+	rand.Read(secret[:])
+	tmp, err := os.CreateTemp(root, "."+NameKeyFile+"-*") // mode 0600
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.WriteString(hex.EncodeToString(secret[:]) + "\n")
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Link(tmp.Name(), path) // fails with ErrExist when another process won
+}
+
+// adoptLegacy gives dir what a previous version kept at legacy, the
+// directory named after the chat key (and its volume image): both are
+// renamed, once, under a lock shared by every nekro process of the data
+// directory. A legacy volume still mounted (left by a killed process) is
+// unmounted first; one held by a running process is an error, as that
+// process (an older nekro) would keep using the old name.
+func (l Layout) adoptLegacy(legacy, dir string) error {
+	if legacy == dir {
+		return nil
+	}
+	if _, err := os.Lstat(dir); err == nil {
+		return nil
+	}
+	legacyImage, _ := l.VolumeImage(legacy)
+	image, _ := l.VolumeImage(dir)
+	if !exists(legacy) && !exists(legacyImage) {
+		return nil
+	}
+	lock, err := os.Open(filepath.Join(l.Root, NameKeyFile))
+	if err != nil {
+		return fmt.Errorf("rename %s: %w", legacy, err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("rename %s: lock: %w", legacy, err)
+	}
+	if exists(dir) || (!exists(legacy) && !exists(legacyImage)) {
+		return nil // another process did it meanwhile
+	}
+	if err := volume.Move(legacyImage, legacy, image, dir); err != nil {
+		return fmt.Errorf("rename %s to %s: %w", legacy, filepath.Base(dir), err)
+	}
+	return nil
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
