@@ -175,6 +175,14 @@ func (a *Agent) PushSystem(ctx context.Context, chatKey, text string, trigger bo
 	case plugin.ForceTrigger:
 		trigger = true
 	}
+	if trigger {
+		// A timer's firing past the chat's budget is kept, unanswered
+		// until the chat's next turn, and says so.
+		if ok, note := a.rt.AllowTimerTurn(ctx, chatKey); !ok {
+			trigger = false
+			text = note + "\n" + text
+		}
+	}
 	if _, err := a.chats.AddMessage(ctx, chat.Message{ChatKey: chatKey, Role: chat.System, SenderID: chat.SystemID,
 		SenderName: "SYSTEM", Text: chat.TruncateText(text), Wake: trigger}); err != nil {
 		return err

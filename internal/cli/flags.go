@@ -69,7 +69,7 @@ var flagEnv = map[string]string{
 	"shared-quota": "NEKRO_SHARED_QUOTA", "shared-inodes": "NEKRO_SHARED_INODES",
 	// Flags of single commands, named here so a bad environment value is
 	// reported with its variable.
-	"listen": "NEKRO_LISTEN",
+	"listen": "NEKRO_LISTEN", "timer-turns-per-hour": "NEKRO_TIMER_TURNS_PER_HOUR",
 }
 
 // logLevels are --log-level's values.
@@ -231,6 +231,12 @@ var flagChecks = []struct {
 	{"max-iterations", atLeastOne("sandbox runs per turn")},
 	{"kv-max-value", atLeastOne("bytes")},
 	{"shared-inodes", atLeastOne("files per volume")},
+	{"timer-turns-per-hour", func(f *pflag.Flag) error {
+		if n, err := strconv.ParseInt(f.Value.String(), 10, 64); err == nil && n < 0 {
+			return fmt.Errorf("must be 0 (no limit) or more")
+		}
+		return nil
+	}},
 	{"log-level", func(f *pflag.Flag) error {
 		if !slices.Contains(logLevels, strings.ToLower(f.Value.String())) {
 			return fmt.Errorf("must be one of %s", strings.Join(logLevels, ", "))

@@ -26,6 +26,7 @@ func newServeCmd(g *globals) *cobra.Command {
 		maxIterations          int
 		shutdownTimeout        time.Duration
 		zygotes                int
+		timerTurns             int
 		uploadMaxFile          *byteSize
 		uploadMaxMessage       *byteSize
 	)
@@ -58,6 +59,7 @@ until --shutdown-timeout, then their runs are stopped.`,
 			ac.Runtime.WarmSpares = true
 			ac.Runtime.SharedIdle = 30 * time.Minute
 			ac.Runtime.FireTimers = true
+			ac.Runtime.TimerTurnsPerHour = timerTurns
 			ac.Runtime.Zygotes = zygotes
 			ac.LLM = llm.ConfigFromEnv()
 			ac.LLM.BaseURL, ac.LLM.Model = baseURL, model
@@ -107,6 +109,8 @@ until --shutdown-timeout, then their runs are stopped.`,
 		"what starts a chat command, as in /help (env NEKRO_COMMAND_PREFIX)")
 	cmd.Flags().StringSliceVar(&superUsers, "super-users", envCommaList("NEKRO_SUPER_USERS"),
 		"user ids that may use every chat command, comma-separated (env NEKRO_SUPER_USERS)")
+	cmd.Flags().IntVar(&timerTurns, "timer-turns-per-hour", int(g.envInt("timer-turns-per-hour", DefaultTimerTurnsPerHour)),
+		"turns one chat's timers may wake the model in any hour; past it their messages wait, unanswered, for the chat's next turn; 0: no limit (env NEKRO_TIMER_TURNS_PER_HOUR)")
 	cmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long turns may finish after SIGINT/SIGTERM")
 	uploadMaxFile, uploadMaxMessage = addUploadFlags(cmd) // chats.go
 	// Every registered chat platform's settings (--onebot-*).
@@ -125,3 +129,9 @@ func envCommaList(name string) []string {
 	}
 	return out
 }
+
+// DefaultTimerTurnsPerHour is --timer-turns-per-hour's default: a chat
+// may keep 50 recurring jobs, each due every minute; this many turns an
+// hour is what a reminder-heavy chat needs, and bounds what one chat's
+// timers cost a shared host and its model account.
+const DefaultTimerTurnsPerHour = 20

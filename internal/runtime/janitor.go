@@ -19,7 +19,7 @@ type janitor struct {
 	stop chan struct{}
 	done chan struct{}
 
-	mu     sync.Mutex
+	mu sync.Mutex
 	// All by the shared directory's name (Layout.SharedDir's base name).
 	active map[string]int       // runs going
 	last   map[string]time.Time // end of its last run

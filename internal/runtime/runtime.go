@@ -106,6 +106,10 @@ type Config struct {
 	// FireTimers makes this runtime fire plugins' due timers (nekro
 	// serve); every runtime may set and list them.
 	FireTimers bool
+	// TimerTurnsPerHour bounds the turns one chat's timers may wake in
+	// any hour (--timer-turns-per-hour); a firing past it adds its
+	// message without a turn. 0: no bound.
+	TimerTurnsPerHour int
 	// Observer, when set, is told how every run ended (nekro's metrics).
 	Observer RunObserver
 	// PythonIndex is where `pip install` in a run installs from, into the
@@ -124,37 +128,38 @@ const (
 
 // Runtime is an open nekro instance.
 type Runtime struct {
-	cfg       Config
-	layout    files.Layout
-	registry  *registry.Registry
-	runner    sandbox.Runner
-	log       *slog.Logger
-	runSlots  chan struct{}
-	runsDir   string   // this process's run directories (Docker)
-	spares    *spares  // nil unless Config.WarmSpares
-	janitor   *janitor // nil unless Config.SharedIdle
-	store     *kv.Store
-	uids      *uids.Allocator // nil when sandboxes run as nekro's own uid
-	provision *provisioner
-	bg        sync.WaitGroup
-	closeOnce sync.Once
-	stubs     sync.Map                      // method set -> api_caller.py (apiCaller)
-	configs   map[string]*pluginconfig.File // by plugin key; set before init hooks, read-only after
-	states    *pluginstate.Store            // which plugins the operator turned off
-	timers    *schedule.Store               // plugins' timers
-	stateMu   sync.Mutex                    // serialises applying state changes
-	stopWatch context.CancelFunc
-	pushMu    sync.Mutex
-	push      func(ctx context.Context, chatKey, text string, trigger bool) error
-	tasksOnce sync.Once
-	bgTasks   *tasks // plugins' background tasks (taskList)
-	pkgOnce   sync.Once
-	pkgs      []sandbox.Package // the sandbox's well-known packages (Packages)
-	pkgErr    error
-	pip       *pluginhost.MethodInfo // the host's side of pip install (sandbox.PipMethod)
-	pipLocks  sync.Map               // chat key -> *sync.Mutex: one install at a time per chat
-	layerMu   sync.Mutex             // serialises trustPackageLayer's first look at a chat's layer
-	layers    sync.Map               // container key -> struct{}: layers known to be the installer's alone
+	cfg         Config
+	layout      files.Layout
+	registry    *registry.Registry
+	runner      sandbox.Runner
+	log         *slog.Logger
+	runSlots    chan struct{}
+	runsDir     string   // this process's run directories (Docker)
+	spares      *spares  // nil unless Config.WarmSpares
+	janitor     *janitor // nil unless Config.SharedIdle
+	store       *kv.Store
+	uids        *uids.Allocator // nil when sandboxes run as nekro's own uid
+	provision   *provisioner
+	bg          sync.WaitGroup
+	closeOnce   sync.Once
+	stubs       sync.Map                      // method set -> api_caller.py (apiCaller)
+	configs     map[string]*pluginconfig.File // by plugin key; set before init hooks, read-only after
+	states      *pluginstate.Store            // which plugins the operator turned off
+	timers      *schedule.Store               // plugins' timers
+	stateMu     sync.Mutex                    // serialises applying state changes
+	stopWatch   context.CancelFunc
+	pushMu      sync.Mutex
+	push        func(ctx context.Context, chatKey, text string, trigger bool) error
+	tasksOnce   sync.Once
+	bgTasks     *tasks // plugins' background tasks (taskList)
+	pkgOnce     sync.Once
+	pkgs        []sandbox.Package // the sandbox's well-known packages (Packages)
+	pkgErr      error
+	pip         *pluginhost.MethodInfo // the host's side of pip install (sandbox.PipMethod)
+	pipLocks    sync.Map               // chat key -> *sync.Mutex: one install at a time per chat
+	layerMu     sync.Mutex             // serialises trustPackageLayer's first look at a chat's layer
+	layers      sync.Map               // container key -> struct{}: layers known to be the installer's alone
+	timerWarned sync.Map               // chat key -> time.Time of its last "budget used up" warning
 }
 
 // OnPush sets what plugins' Plugin.PushSystem calls (the agent's

@@ -88,6 +88,7 @@ func (rt *Runtime) fire(ctx context.Context, p *plugin.Plugin, f schedule.Fired)
 	defer cancel()
 	log := rt.log.With("plugin", f.Plugin, "chat", f.Chat, "timer", f.ID, "late", f.Late.Round(time.Millisecond))
 	log.Info("timer fires")
+	ctx = context.WithValue(ctx, timerFiring{}, true)
 	defer func() {
 		if r := recover(); r != nil {
 			log.Error("timer handler panicked", "panic", r)
@@ -106,4 +107,44 @@ func (rt *Runtime) fire(ctx context.Context, p *plugin.Plugin, f schedule.Fired)
 	if err != nil {
 		log.Error("timer handler failed", "err", err)
 	}
+}
+
+// timerFiring marks the context of a timer's firing: a system message
+// pushed with it that would wake a turn counts against the chat's
+// budget (AllowTimerTurn).
+type timerFiring struct{}
+
+// TimerTurnsFlag is the setting that bounds the turns timers wake.
+const TimerTurnsFlag = "--timer-turns-per-hour"
+
+// AllowTimerTurn reports whether a system message pushed with ctx may
+// wake a turn in chatKey. Any push may, except a timer's firing once the
+// chat's timers have woken Config.TimerTurnsPerHour turns in the past
+// hour: then the message is kept without a turn, and note says why (to
+// be added to it, where the chat's operator sees it). The count lives
+// in the database, so it holds across restarts and replicas.
+func (rt *Runtime) AllowTimerTurn(ctx context.Context, chatKey string) (ok bool, note string) {
+	budget := rt.cfg.TimerTurnsPerHour
+	if budget <= 0 || rt.timers == nil || ctx.Value(timerFiring{}) == nil {
+		return true, ""
+	}
+	ok, err := rt.timers.TakeTurn(ctx, chatKey, time.Now(), budget)
+	if err != nil {
+		// The budget is a bound on cost, not a protection of data: a
+		// database that cannot count does not silence the chat's timers.
+		rt.log.Warn("cannot count the chat's timer turns; this one goes ahead", "chat", chatKey, "err", err)
+		return true, ""
+	}
+	if ok {
+		return true, ""
+	}
+	// One warning per chat and hour: a chat with 50 jobs a minute must
+	// not fill the log either.
+	now := time.Now()
+	if last, seen := rt.timerWarned.Load(chatKey); !seen || now.Sub(last.(time.Time)) >= time.Hour {
+		rt.timerWarned.Store(chatKey, now)
+		rt.log.Warn("a chat's timers used up their turns for this hour: their messages are kept without waking the model",
+			"chat", chatKey, "budget", budget, "flag", TimerTurnsFlag)
+	}
+	return false, fmt.Sprintf("[no turn: this chat's timers already woke the model %d times in the past hour, the limit set by %s]", budget, TimerTurnsFlag)
 }

@@ -39,6 +39,14 @@ var migrations = []db.Migration{
 	PRIMARY KEY (plugin_key, chat_key, id)
 )`},
 	{Version: 2, Name: "index timers by due time", SQL: `CREATE INDEX timers_due ON timers (due_ms)`},
+	// A chat's budget of turns its timers wake: one row per slot, each
+	// holding the time it was last used (see TakeTurn).
+	{Version: 3, Name: "create timer turn slots", SQL: `CREATE TABLE timer_turns (
+	chat_key TEXT    NOT NULL,
+	slot     INTEGER NOT NULL,
+	used_ms  BIGINT  NOT NULL,
+	PRIMARY KEY (chat_key, slot)
+)`},
 }
 
 // MaxPerChat bounds the timers one plugin keeps for one chat.
@@ -270,4 +278,49 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// TakeTurn takes one of chat's perHour turns a timer may wake in any
+// hour, and reports whether there was one left. The chat has perHour
+// slots, each holding when it was last taken; a slot is free an hour
+// after that. Taking one is a single conditional UPDATE, so processes
+// sharing the database (and restarts) count together, and two never take
+// the same slot. perHour <= 0 is no budget: always true.
+func (s *Store) TakeTurn(ctx context.Context, chat string, now time.Time, perHour int) (bool, error) {
+	if perHour <= 0 {
+		return true, nil
+	}
+	free := now.Add(-time.Hour).UnixMilli()
+	for range 8 {
+		r, err := s.db.ExecContext(ctx, `UPDATE timer_turns SET used_ms = $1
+			WHERE chat_key = $2 AND used_ms <= $3 AND slot = (SELECT slot FROM timer_turns
+				WHERE chat_key = $2 AND slot < $4 AND used_ms <= $3 ORDER BY used_ms, slot LIMIT 1)`,
+			now.UnixMilli(), chat, free, perHour)
+		if err != nil {
+			return false, fmt.Errorf("timer turns: %w", err)
+		}
+		if n, _ := r.RowsAffected(); n == 1 {
+			return true, nil
+		}
+		var slots, open int
+		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(CASE WHEN used_ms <= $3 THEN 1 ELSE 0 END), 0)
+			FROM timer_turns WHERE chat_key = $1 AND slot < $2`, chat, perHour, free).Scan(&slots, &open); err != nil {
+			return false, fmt.Errorf("timer turns: %w", err)
+		}
+		if slots >= perHour && open == 0 {
+			return false, nil
+		}
+		if slots < perHour {
+			// The chat's first timer turn, or a larger budget: add the
+			// missing slots, free.
+			for i := range perHour {
+				if _, err := s.db.ExecContext(ctx, `INSERT INTO timer_turns (chat_key, slot, used_ms) VALUES ($1, $2, 0)
+					ON CONFLICT (chat_key, slot) DO NOTHING`, chat, i); err != nil {
+					return false, fmt.Errorf("timer turns: %w", err)
+				}
+			}
+		}
+		// Another process took the free slot meanwhile: look again.
+	}
+	return false, nil
 }

@@ -162,3 +162,50 @@ func TestClaimIsExclusiveAcrossHandles(t *testing.T) {
 		}
 	})
 }
+
+// A chat's timers wake at most the budget's turns in any hour, counted
+// together by every process on the database, and another chat's count is
+// its own.
+func TestTimerTurnBudgetIsPerChatAndShared(t *testing.T) {
+	each(t, func(t *testing.T, open func() *schedule.Store) {
+		ctx := context.Background()
+		a, b := open(), open()
+		now := time.Now()
+		var mu sync.Mutex
+		granted := 0
+		var wg sync.WaitGroup
+		for i := range 10 {
+			wg.Go(func() {
+				s := a
+				if i%2 == 1 {
+					s = b
+				}
+				ok, err := s.TakeTurn(ctx, "c1", now.Add(time.Duration(i)*time.Second), 3)
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					mu.Lock()
+					granted++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if granted != 3 {
+			t.Errorf("%d turns granted at once, want the budget's 3", granted)
+		}
+		if ok, _ := a.TakeTurn(ctx, "c2", now, 3); !ok {
+			t.Error("another chat's budget is used up by c1's")
+		}
+		if ok, _ := b.TakeTurn(ctx, "c1", now.Add(59*time.Minute), 3); ok {
+			t.Error("a turn granted within the hour")
+		}
+		if ok, _ := b.TakeTurn(ctx, "c1", now.Add(61*time.Minute), 3); !ok {
+			t.Error("no turn an hour later")
+		}
+		if ok, _ := b.TakeTurn(ctx, "c1", now, 0); !ok {
+			t.Error("no budget (0) refused a turn")
+		}
+	})
+}
