@@ -116,3 +116,27 @@ func TestLegacyChatDirectoriesAreAdopted(t *testing.T) {
 		}
 	}
 }
+
+// A data directory whose name key was lost (not restored with the rest
+// of a backup) is refused with a clear error, not given a new key that
+// would silently orphan every chat's files.
+func TestLostNameKeyIsNotReplaced(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "data")
+	l, err := OpenLayout(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.EnsureUploadsDir("team"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(root, NameKeyFile)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenLayout(root)
+	if err == nil || !strings.Contains(err.Error(), "restore it from a backup") {
+		t.Fatalf("a lost name key: %v", err)
+	}
+	if _, serr := os.Stat(filepath.Join(root, NameKeyFile)); serr == nil {
+		t.Error("a new name key was made over the lost one")
+	}
+}

@@ -77,11 +77,31 @@ func loadNameKey(root string) (string, error) {
 		if !errors.Is(err, fs.ErrNotExist) {
 			return "", fmt.Errorf("data dir: name key: %w", err)
 		}
+		if named := keyedChatDirs(root); named != "" {
+			// A new key would orphan every chat's files silently.
+			return "", fmt.Errorf("data dir: %s is missing, but chat directories named by it exist (%s): restore it from a backup of the data directory; a new key would lose every chat's files", path, named)
+		}
 		if err := createNameKey(root, path); err != nil && !errors.Is(err, fs.ErrExist) {
 			return "", fmt.Errorf("data dir: name key: %w", err)
 		}
 	}
 	return "", fmt.Errorf("data dir: %s keeps vanishing", path)
+}
+
+// keyedChatDirs returns one chat directory (or volume image) named by a
+// name key, or "" when there is none: a data directory that has them
+// lost its key.
+func keyedChatDirs(root string) string {
+	for _, area := range []string{"uploads", "sandboxes", filepath.Join("volumes", "uploads"), filepath.Join("volumes", "shared")} {
+		entries, _ := os.ReadDir(filepath.Join(root, area))
+		for _, e := range entries {
+			name := strings.TrimSuffix(e.Name(), ".img")
+			if len(name) == 32 && strings.Trim(name, "0123456789abcdef") == "" {
+				return filepath.Join(area, e.Name())
+			}
+		}
+	}
+	return ""
 }
 
 func createNameKey(root, path string) error {
