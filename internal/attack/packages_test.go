@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/testutil"
 )
 
@@ -183,7 +184,7 @@ func TestALayerOlderRunsCouldWriteIsEmptied(t *testing.T) {
 	}
 	// What an older nekro left: alice's module in the layer, no record.
 	testutil.MountVolumes(t, data)
-	layer := filepath.Join(data, "sandboxes", "sandbox_c", ".packages")
+	layer := filepath.Join(files.Layout{Root: data}.SharedDir(files.ContainerKey("c")), ".packages")
 	st, err := os.Stat(layer)
 	if err != nil {
 		t.Fatal(err)

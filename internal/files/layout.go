@@ -154,9 +154,10 @@ func (l Layout) SharedDir(containerKey string) string {
 // PackagesRecord is the host's record, outside every sandbox, that the
 // package layer in containerKey's shared directory has been written by
 // nekro's installer alone since it was emptied (runtime's
-// trustPackageLayer).
+// trustPackageLayer). It is named as the shared directory is: opaquely
+// (see chatDirName), as nothing under the data directory may name a chat.
 func (l Layout) PackagesRecord(containerKey string) string {
-	return filepath.Join(l.Root, "layers", containerKey)
+	return filepath.Join(l.Root, "layers", l.chatDirName("sandboxes", containerKey))
 }
 
 // RunsDir holds one directory per running sandbox run.
