@@ -332,10 +332,9 @@ func plotFloors(ctx context.Context, python string, runs int) (inProcess, forked
 // `pass` through POST /api/chats/{chat}/exec of an in-process server, each
 // run 50 ms after the previous one ended.
 func activeChatRows(ctx context.Context, w io.Writer, dataDir, python string, p *plugin.Plugin, runs, zygotes int, bare time.Duration) error {
-	srv, err := server.Start(ctx, server.Options{Listen: "127.0.0.1:0", Token: "bench",
-		App: app.Config{DataDir: dataDir + "-serve", Runtime: runtime.Config{Python: python,
-			Plugins: []*plugin.Plugin{p}, WarmSpares: true, Zygotes: zygotes}},
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := app.Serve(ctx, app.Config{DataDir: dataDir + "-serve", Runtime: runtime.Config{Python: python,
+		Plugins: []*plugin.Plugin{p}, WarmSpares: true, Zygotes: zygotes}},
+		server.Options{Listen: "127.0.0.1:0", Token: "bench", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return fmt.Errorf("start the server: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nekro-go/nekro/internal/adapterhost"
 	"github.com/nekro-go/nekro/internal/agent"
+	"github.com/nekro-go/nekro/internal/app"
 	"github.com/nekro-go/nekro/internal/server"
 )
 
@@ -70,9 +71,8 @@ until --shutdown-timeout, then their runs are stopped.`,
 				return err
 			}
 			ac.Adapters = adapters
-			srv, err := server.Start(ctx, server.Options{
+			srv, err := app.Serve(ctx, ac, server.Options{
 				Listen:           listen,
-				App:              ac,
 				Token:            os.Getenv(server.EnvAPIToken),
 				TokenOut:         cmd.OutOrStdout(),
 				ShutdownTimeout:  shutdownTimeout,

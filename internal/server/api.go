@@ -116,7 +116,7 @@ func (s *Server) Handler() http.Handler {
 	top.Handle("/mcp", s.auth(s.mcpHandler()))
 	// Chat platforms' endpoints (OneBot's reverse WebSocket) check their
 	// own token.
-	for pattern, h := range s.app.Adapters.Routes() {
+	for pattern, h := range s.parts.Adapters.Routes() {
 		top.Handle(pattern, h)
 	}
 	top.Handle("/", ui())
@@ -270,7 +270,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		plugins = append(plugins, pi)
 	}
 	st := map[string]any{"model": s.Model, "plugins": plugins, "disabled_plugins": s.rt.Registry().Disabled()}
-	st["adapters"] = s.app.Adapters.Status() // chat platform connections
+	st["adapters"] = s.parts.Adapters.Status() // chat platform connections
 	if err := s.agent.ModelError(); err != nil {
 		st["model_error"] = err.Error()
 	}
@@ -381,11 +381,10 @@ func (s *Server) streamGrant(r *http.Request, chatKey string) func(context.Conte
 // mcpHandler serves /mcp: streamable HTTP MCP, the calls as the chat the
 // request names and the user its token belongs to (mcp.HTTPIdentity).
 func (s *Server) mcpHandler() http.Handler {
-	ac := s.opts.App
 	var isMember func(ctx context.Context, chatKey, userID string) (bool, error)
 	if s.users != nil {
 		isMember = s.users.IsMember
 	}
-	return nekromcp.NewServer(nekromcp.ServerConfig{Runtime: s.rt, Store: s.app.Store, Chats: s.chats,
-		Files: ac.Runtime.Files, CallTimeout: ac.Runtime.CallTimeout, Log: s.log}).Handler(nekromcp.HTTPIdentity(isMember))
+	return nekromcp.NewServer(nekromcp.ServerConfig{Runtime: s.rt, Store: s.parts.Store, Chats: s.chats,
+		Files: s.parts.Files, CallTimeout: s.parts.CallTimeout, Log: s.log}).Handler(nekromcp.HTTPIdentity(isMember))
 }

@@ -60,7 +60,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) checkDatabase(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, dbProbeTimeout)
 	defer cancel()
-	if d := s.app.DB.SQLite; d != nil {
+	if d := s.parts.DB.SQLite; d != nil {
 		if _, err := os.Stat(d.Path); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return errors.New("the SQLite database file is gone (deleted while nekro runs: what it writes now is lost at exit; restore it and restart)")

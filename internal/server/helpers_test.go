@@ -28,16 +28,23 @@ const testToken = "test-token-0123456789"
 // env is one nekro server with its scripted model, both on loopback.
 type env struct {
 	t       testing.TB
-	srv     *server.Server
+	srv     *app.Served
 	model   *llmtest.Server
 	dataDir string
-	opts    server.Options
+	opts    serveOptions
 	base    string
+}
+
+// serveOptions are what a test's server is started with: how it serves
+// and what app.Serve assembles.
+type serveOptions struct {
+	server.Options
+	App app.Config
 }
 
 // startEnv starts a scripted model (if script is not nil) and a nekro
 // server using it, in a fresh data directory.
-func startEnv(t testing.TB, script llmtest.Script, tweak func(*server.Options)) *env {
+func startEnv(t testing.TB, script llmtest.Script, tweak func(*serveOptions)) *env {
 	t.Helper()
 	e := &env{t: t, dataDir: testutil.DataDir(t)}
 	if script != nil {
@@ -48,11 +55,9 @@ func startEnv(t testing.TB, script llmtest.Script, tweak func(*server.Options)) 
 		t.Cleanup(func() { m.Close() })
 		e.model = m
 	}
-	e.opts = server.Options{
-		Listen: "127.0.0.1:0",
-		App:    app.Config{DataDir: e.dataDir},
-		Token:  testToken,
-		Log:    slog.New(slog.DiscardHandler),
+	e.opts = serveOptions{
+		Options: server.Options{Listen: "127.0.0.1:0", Token: testToken, Log: slog.New(slog.DiscardHandler)},
+		App:     app.Config{DataDir: e.dataDir},
 	}
 	if e.model != nil {
 		e.opts.App.LLM = llm.Config{BaseURL: e.model.URL, Model: "scripted-model", APIKey: "model-key", RetryBase: time.Millisecond}
@@ -66,7 +71,7 @@ func startEnv(t testing.TB, script llmtest.Script, tweak func(*server.Options)) 
 
 func (e *env) start() {
 	e.t.Helper()
-	srv, err := server.Start(context.Background(), e.opts)
+	srv, err := app.Serve(context.Background(), e.opts.App, e.opts.Options)
 	if err != nil {
 		e.t.Fatal(err)
 	}

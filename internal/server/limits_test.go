@@ -10,7 +10,6 @@ import (
 	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/llm/llmtest"
 	"github.com/nekro-go/nekro/internal/pluginhost"
-	"github.com/nekro-go/nekro/internal/server"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -110,7 +109,7 @@ func TestLargeMethodResultsAreCut(t *testing.T) {
 			return llmtest.Code(`send_msg_text(_ck, "done")`)
 		}
 		return llmtest.Code(`big_agent(5 << 20)`)
-	}, func(o *server.Options) {
+	}, func(o *serveOptions) {
 		o.App.Runtime.Plugins = append(pluginhost.Registered(), bigResults())
 	})
 	res := e.exec("c-big", "", `big_behavior(5 << 20)`)
@@ -164,7 +163,7 @@ except Exception as e:
 			reply = llmtest.Code(read)
 		}
 		return reply
-	}, func(o *server.Options) { o.App.Enable = []string{"nekro_examples.kvstore"} })
+	}, func(o *serveOptions) { o.App.Enable = []string{"nekro_examples.kvstore"} })
 	last := func() string {
 		h := e.history("group")
 		return h[len(h)-1].Text

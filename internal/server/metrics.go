@@ -7,9 +7,9 @@ import "net/http"
 // Prometheus' authorization.credentials_file pointing at api_token): the
 // numbers describe every chat's traffic.
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
-	if s.app.Metrics == nil {
+	if s.parts.Metrics == nil {
 		writeError(w, http.StatusNotFound, "no metrics in this server")
 		return
 	}
-	s.app.Metrics.Handler().ServeHTTP(w, r)
+	s.parts.Metrics.Handler().ServeHTTP(w, r)
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/nekro-go/nekro/internal/llm"
 	"github.com/nekro-go/nekro/internal/llm/llmtest"
 	"github.com/nekro-go/nekro/internal/pluginhost"
-	"github.com/nekro-go/nekro/internal/server"
 	"github.com/nekro-go/nekro/internal/testutil"
 	"github.com/nekro-go/nekro/plugin"
 )
@@ -46,7 +45,7 @@ var greeter = func() *plugin.Plugin {
 // force for the next call, no restart; bad values are refused naming the
 // field; secrets never come back.
 func TestPluginSettingsChangeWhileServing(t *testing.T) {
-	e := startEnv(t, nil, func(o *server.Options) {
+	e := startEnv(t, nil, func(o *serveOptions) {
 		o.App.PluginDirs = []string{filepath.Join("..", "pyplugin", "testdata", "plugins")}
 		o.App.Runtime.Plugins = append(pluginhost.Registered(), greeter)
 	})
@@ -219,7 +218,7 @@ func TestPluginsTurnOffAndOnWhileServing(t *testing.T) {
 		n.Store(0)
 	}
 	model := func(r llmtest.Request) llmtest.Reply { return llmtest.Code(`print("ok")`) }
-	tweak := func(o *server.Options) {
+	tweak := func(o *serveOptions) {
 		o.App.Runtime.Plugins = append(pluginhost.Registered(), switchable)
 		o.App.PluginDirs = []string{pyPlugins}
 	}
@@ -357,7 +356,7 @@ except Exception as e:
 // The API's reset runs a Python plugin's mount_on_channel_reset hook for
 // that chat only.
 func TestPythonPluginResetHookThroughTheAPI(t *testing.T) {
-	e := startEnv(t, nil, func(o *server.Options) { o.App.PluginDirs = []string{pyPlugins} })
+	e := startEnv(t, nil, func(o *serveOptions) { o.App.PluginDirs = []string{pyPlugins} })
 	run := func(chat, code string) string {
 		t.Helper()
 		var res struct{ Output string }
@@ -411,7 +410,7 @@ var mottoPlugin = func() *plugin.Plugin {
 // (mount_prompt_inject_method, mount_collect_methods) likewise.
 func TestPromptInjectionAndMethodFilters(t *testing.T) {
 	model := func(r llmtest.Request) llmtest.Reply { return llmtest.Code(`print("ok")`) }
-	e := startEnv(t, model, func(o *server.Options) {
+	e := startEnv(t, model, func(o *serveOptions) {
 		o.App.Runtime.Plugins = append(pluginhost.Registered(), mottoPlugin)
 		o.App.PluginDirs = []string{pyPlugins}
 	})
@@ -521,7 +520,7 @@ var gatePlugin = func() *plugin.Plugin {
 // seen by the next turn; a late hook does not hold a message.
 func TestMessageHooksBlockMessages(t *testing.T) {
 	model := func(r llmtest.Request) llmtest.Reply { return llmtest.Code(`print("ok")`) }
-	e := startEnv(t, model, func(o *server.Options) {
+	e := startEnv(t, model, func(o *serveOptions) {
 		o.App.Runtime.Plugins = append(pluginhost.Registered(), gatePlugin)
 		o.App.PluginDirs = []string{pyPlugins} // pynotes screens messages too (mount_on_user_message)
 	})
@@ -595,7 +594,7 @@ var calcCommands = func() *plugin.Plugin {
 // command and its answer stay in the history; other messages still need
 // a model.
 func TestChatCommandsNeedNoModel(t *testing.T) {
-	e := startEnv(t, nil, func(o *server.Options) {
+	e := startEnv(t, nil, func(o *serveOptions) {
 		o.App.Runtime.Plugins = append(pluginhost.Registered(), calcCommands)
 		o.App.Agent.SuperUsers = []string{"root1"}
 	})
@@ -672,7 +671,7 @@ func TestPluginsAskTheModelGroups(t *testing.T) {
 		}
 		return llmtest.Code(`print(look())`)
 	}
-	e = startEnv(t, model, func(o *server.Options) {
+	e = startEnv(t, model, func(o *serveOptions) {
 		o.App.Runtime.Plugins = append(pluginhost.Registered(), lookPlugin)
 	})
 	e.stop()
@@ -734,7 +733,7 @@ func TestSystemPushesWakeTheAgent(t *testing.T) {
 		}
 		return llmtest.Code(`send_msg_text(_ck, "nothing to do")`)
 	}
-	e := startEnv(t, model, func(o *server.Options) {
+	e := startEnv(t, model, func(o *serveOptions) {
 		o.App.Runtime.Plugins = append(pluginhost.Registered(), wakerPlugin)
 		o.App.PluginDirs = []string{pyPlugins}
 	})
@@ -804,7 +803,7 @@ func TestBackgroundTaskWakesTheAgent(t *testing.T) {
 		}
 		return llmtest.Code(`send_msg_text(_ck, "ok")`)
 	}
-	e := startEnv(t, model, func(o *server.Options) { o.App.Runtime.Plugins = append(pluginhost.Registered(), jobPlugin) })
+	e := startEnv(t, model, func(o *serveOptions) { o.App.Runtime.Plugins = append(pluginhost.Registered(), jobPlugin) })
 	type taskList struct {
 		Tasks []struct {
 			ChatKey                    string `json:"chat_key"`

@@ -1,8 +1,11 @@
-// Package server is `nekro serve`: the runtime, the chat service and the
-// agent behind an HTTP API with bearer-token authentication.
+// Package server is nekro's HTTP face: the API with bearer-token
+// authentication, the web UI, webhooks, plugins' routes, MCP and the chat
+// platforms' endpoints, in front of the parts internal/app assembles.
 //
-// Start opens everything from Options and listens; Shutdown stops it
-// gracefully. Tests start a real server with Start and speak HTTP to it.
+// New is given the Parts it serves (it opens nothing itself), Serve
+// starts it on a listener and Shutdown stops it gracefully. `nekro serve`
+// is app.Serve, which builds the parts, then the server; tests start it
+// the same way and speak HTTP to it.
 package server
 
 import (
@@ -16,9 +19,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nekro-go/nekro/internal/adapterhost"
 	"github.com/nekro-go/nekro/internal/agent"
-	"github.com/nekro-go/nekro/internal/app"
 	"github.com/nekro-go/nekro/internal/chat"
+	"github.com/nekro-go/nekro/internal/db"
+	"github.com/nekro-go/nekro/internal/deliveries"
+	"github.com/nekro-go/nekro/internal/files"
+	"github.com/nekro-go/nekro/internal/kv"
+	"github.com/nekro-go/nekro/internal/metrics"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/users"
 )
@@ -31,15 +39,10 @@ const (
 	EnvAPIToken = "NEKRO_API_TOKEN"
 )
 
-// Options configure a server. The zero value (plus App.DataDir) is a
-// working setup: SQLite in the data directory (App.DatabaseURL chooses
-// another database for the KV store and the chats alike), bubblewrap
-// sandboxes, a generated token, and no model until App.LLM names one.
+// Options configure a server: how it listens and answers. What it serves
+// comes as Parts, assembled by internal/app (app.Serve).
 type Options struct {
 	Listen string // default 127.0.0.1:8021
-	// App is what the server serves: data directory, database, sandboxes,
-	// plugins, model. Start assembles it with app.Open.
-	App app.Config
 	// Token is the API token; empty means the one stored in the data
 	// directory, generated (and written to TokenOut) on first start.
 	Token    string
@@ -55,9 +58,44 @@ type Options struct {
 	Log                             *slog.Logger
 }
 
-// Server is a running nekro server.
+// WithDefaults fills the zero fields of o.
+func (o Options) WithDefaults() Options {
+	if o.Listen == "" {
+		o.Listen = DefaultListen
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	return o
+}
+
+// Parts are what a server serves, every one opened by its owner
+// (internal/app) and closed by it after the server's Shutdown. Adapters
+// may be nil (no chat platform).
+type Parts struct {
+	Runtime     *runtime.Runtime
+	Chats       *chat.Service
+	Agent       *agent.Agent
+	Users       *users.Store
+	Store       *kv.Store         // the plugins' KV store, for MCP calls
+	Deliveries  *deliveries.Store // webhook deliveries already handled
+	Metrics     *metrics.Metrics  // GET /metrics
+	Adapters    *adapterhost.Set  // chat platforms' routes and status
+	DB          db.Handle         // the database, for /healthz
+	Files       files.Options     // downloads and forwards of MCP calls, as the runtime's
+	CallTimeout time.Duration     // a plugin method's deadline in MCP calls, as the runtime's
+	// Model is the configured model's name, "" when none.
+	Model string
+}
+
+// Server is nekro's HTTP API, web UI, webhooks, plugin routes, MCP and
+// chat platforms' endpoints.
 type Server struct {
-	// Addr is the address it listens on (useful with port 0).
+	// Addr is the address it listens on (useful with port 0), once Serve
+	// was called.
 	Addr string
 	// Token is the bearer token every API call needs.
 	Token string
@@ -65,14 +103,13 @@ type Server struct {
 	Model string
 
 	opts   Options
+	parts  Parts
 	log    *slog.Logger
-	app    *app.App
 	rt     *runtime.Runtime
 	chats  *chat.Service
 	agent  *agent.Agent
 	users  *users.Store
 	http   *http.Server
-	ln     net.Listener
 	served chan error
 
 	streamsDone chan struct{} // closed at shutdown: ends event streams
@@ -81,58 +118,20 @@ type Server struct {
 	sandboxProbe sandboxProbe // GET /healthz's sandbox check, cached
 }
 
-// Start opens the database, the runtime and the agent, and starts
-// listening. The caller must call Shutdown.
-func Start(ctx context.Context, opts Options) (_ *Server, err error) {
-	if opts.Listen == "" {
-		opts.Listen = DefaultListen
-	}
-	if opts.ShutdownTimeout <= 0 {
-		opts.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if opts.Log == nil {
-		opts.Log = slog.Default()
-	}
-	if opts.App.Log == nil {
-		opts.App.Log = opts.Log
-	}
-	s := &Server{opts: opts, log: opts.Log, streamsDone: make(chan struct{}), served: make(chan error, 1)}
-	var cleanups []func()
-	defer func() {
-		if err != nil {
-			for i := len(cleanups) - 1; i >= 0; i-- {
-				cleanups[i]()
-			}
-		}
-	}()
-
-	// A busy address fails first, before anything is opened or generated.
-	s.ln, err = net.Listen("tcp", opts.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
-	}
-	s.Addr = s.ln.Addr().String()
-	cleanups = append(cleanups, func() { s.ln.Close() })
-
-	a, err := app.Open(ctx, opts.App)
-	if err != nil {
-		return nil, err
-	}
-	cleanups = append(cleanups, func() { a.Close(context.WithoutCancel(ctx)) })
-	s.app, s.rt, s.chats, s.agent, s.Model = a, a.Runtime, a.Chats, a.Agent, a.Model
-	s.users = a.Users
-	if err := s.rt.Runner().Check(ctx); err != nil {
-		return nil, fmt.Errorf("sandbox: %w", err)
-	}
-
+// New makes the server of parts; Serve starts it. The API token is
+// opts.Token, or the data directory's (generated on first start).
+func New(parts Parts, opts Options) (*Server, error) {
+	opts = opts.WithDefaults()
+	s := &Server{opts: opts, parts: parts, log: opts.Log, streamsDone: make(chan struct{}), served: make(chan error, 1),
+		rt: parts.Runtime, chats: parts.Chats, agent: parts.Agent, users: parts.Users, Model: parts.Model}
 	s.Token = opts.Token
 	if s.Token == "" {
+		var err error
 		s.Token, err = loadOrCreateToken(s.rt.Layout().Root, opts.TokenOut)
 		if err != nil {
 			return nil, err
 		}
 	}
-
 	s.http = &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -140,20 +139,25 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		ErrorLog:          slog.NewLogLogger(opts.Log.Handler(), slog.LevelWarn),
 	}
 	s.http.RegisterOnShutdown(func() { s.closeStreams() })
-	if err := s.agent.Resume(ctx); err != nil {
-		return nil, err
-	}
-	go func() { s.served <- s.http.Serve(s.ln) }()
 	return s, nil
+}
+
+// ShutdownTimeout is how long Shutdown waits when its context has no
+// deadline.
+func (s *Server) ShutdownTimeout() time.Duration { return s.opts.ShutdownTimeout }
+
+// Serve answers on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) {
+	s.Addr = ln.Addr().String()
+	go func() { s.served <- s.http.Serve(ln) }()
 }
 
 func (s *Server) closeStreams() { s.closeOnce.Do(func() { close(s.streamsDone) }) }
 
-// Shutdown stops the server gracefully: it stops accepting connections,
-// lets requests and turns in progress finish until ctx ends (or
-// ShutdownTimeout passes, when ctx has no deadline), then stops the runs
-// still going (they end as MANUAL), runs the plugins' cleanup hooks and
-// closes the database.
+// Shutdown stops the server gracefully: it ends the event streams, stops
+// accepting connections and lets requests in progress finish until ctx
+// ends (or ShutdownTimeout passes, when ctx has no deadline). The parts
+// it served are closed by their owner afterwards (app.Served.Shutdown).
 func (s *Server) Shutdown(ctx context.Context) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -166,13 +170,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.http.Close()
 		errs = append(errs, fmt.Errorf("http: %w", err))
 	}
-	// The agent lets turns finish until ctx ends; then the runtime stops
-	// what still runs, and the database closes last.
-	if err := s.app.Close(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	if err := <-s.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		errs = append(errs, err)
+	if s.Addr != "" {
+		if err := <-s.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

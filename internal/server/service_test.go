@@ -92,7 +92,7 @@ func TestMessagesDuringTurnAreQueued(t *testing.T) {
 // token is printed on the first start only.
 func TestRestartKeepsHistoryRunsAndToken(t *testing.T) {
 	var out1 bytes.Buffer
-	e := startEnv(t, echoScript(0), func(o *server.Options) {
+	e := startEnv(t, echoScript(0), func(o *serveOptions) {
 		o.Token, o.TokenOut = "", &out1
 	})
 	tok := e.srv.Token
@@ -275,7 +275,7 @@ func TestEventStream(t *testing.T) {
 // hook with the chat's key.
 func TestResetClearsHistoryAndFiresHook(t *testing.T) {
 	resets := make(chan string, 4)
-	e := startEnv(t, echoScript(0), func(o *server.Options) {
+	e := startEnv(t, echoScript(0), func(o *serveOptions) {
 		o.App.Runtime.Plugins = append(pluginhost.Registered(), resetRecorder(resets))
 	})
 	e.post("c-reset", "u1", "Jo", "hello")
@@ -389,7 +389,7 @@ func waitRequests(t *testing.T, m *llmtest.Server, n int) {
 // survive a restart.
 func TestPostgresKeepsChatsAcrossRestart(t *testing.T) {
 	u := kvtest.FreshSchema(t, kvtest.PostgresURL(t))
-	e := startEnv(t, echoScript(0), func(o *server.Options) { o.App.DatabaseURL = u })
+	e := startEnv(t, echoScript(0), func(o *serveOptions) { o.App.DatabaseURL = u })
 	e.post("c-pg", "u1", "Pat", "stored in postgres")
 	e.waitTurns("c-pg", 1)
 	before := e.history("c-pg")
@@ -426,8 +426,7 @@ func TestStartOnBusyAddress(t *testing.T) {
 	e := startEnv(t, nil, nil)
 	dir := t.TempDir()
 	var out bytes.Buffer
-	_, err := server.Start(context.Background(), server.Options{Listen: e.srv.Addr,
-		App: app.Config{DataDir: dir}, TokenOut: &out})
+	_, err := app.Serve(context.Background(), app.Config{DataDir: dir}, server.Options{Listen: e.srv.Addr, TokenOut: &out})
 	if err == nil || !strings.Contains(err.Error(), "address already in use") {
 		t.Fatalf("start on a busy address: %v", err)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/llm/llmtest"
-	"github.com/nekro-go/nekro/internal/server"
 	"github.com/nekro-go/nekro/internal/testutil"
 )
 
@@ -255,7 +254,7 @@ send_msg_text(_ck, str(ratio))`)
 func TestTurnGivesUpAfterMaxIterations(t *testing.T) {
 	e := startEnv(t, func(r llmtest.Request) llmtest.Reply {
 		return llmtest.Code(`raise RuntimeError("still broken")`)
-	}, func(o *server.Options) { o.App.Agent.MaxIterations = 2 })
+	}, func(o *serveOptions) { o.App.Agent.MaxIterations = 2 })
 	e.post("c-max", "u1", "Fay", "try")
 	turns := e.waitTurns("c-max", 1)
 	if n := len(e.model.Requests()); n != 2 {

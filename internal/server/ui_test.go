@@ -20,7 +20,6 @@ import (
 
 	"github.com/nekro-go/nekro/internal/llm/llmtest"
 	"github.com/nekro-go/nekro/internal/pluginhost"
-	"github.com/nekro-go/nekro/internal/server"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -322,7 +321,7 @@ func drivenPage(t *testing.T, e *env, script string) string {
 // field; a secret never reaches the page, and an empty secret field keeps it.
 func TestUIPluginsPageInABrowser(t *testing.T) {
 	chromium := chromiumPath(t)
-	e := startEnv(t, nil, func(o *server.Options) {
+	e := startEnv(t, nil, func(o *serveOptions) {
 		o.App.PluginDirs = []string{pyPlugins}
 		o.App.Runtime.Plugins = append(pluginhost.Registered(), greeter, switchable, formKinds)
 	})
@@ -781,7 +780,7 @@ func TestUIUploadsInABrowser(t *testing.T) {
 			return llmtest.Code(`send_msg_text(_ck, "no file in the prompt")`)
 		}
 		return llmtest.Code(fmt.Sprintf(`send_msg_text(_ck, "the file says: " + open(%q).read().strip())`, m[1]))
-	}, func(o *server.Options) { o.UploadMaxFile = 64 << 10 })
+	}, func(o *serveOptions) { o.UploadMaxFile = 64 << 10 })
 
 	log, dom := drive(t, e, "token="+testToken+"&chat=ui-files", `
     await until("the chat", () => $("chat-title").textContent === "ui-files" && !$("send-fields").disabled);

@@ -156,7 +156,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, keys := deliveryKeys(r.Header, body, byToken)
-	fresh, err := s.app.Deliveries.Claim(r.Context(), endpoint, keys...)
+	fresh, err := s.parts.Deliveries.Claim(r.Context(), endpoint, keys...)
 	if err != nil {
 		s.log.Error("webhook delivery not checked for a replay", "endpoint", endpoint, "err", err)
 		writeError(w, http.StatusServiceUnavailable, "webhook %q: the deliveries already handled cannot be read now; send it again later", endpoint)
@@ -190,7 +190,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	if len(failures) > 0 {
 		status = http.StatusInternalServerError
 		// The sender retries a failed delivery: let it through then.
-		if err := s.app.Deliveries.Release(context.WithoutCancel(r.Context()), endpoint, keys...); err != nil {
+		if err := s.parts.Deliveries.Release(context.WithoutCancel(r.Context()), endpoint, keys...); err != nil {
 			s.log.Error("webhook delivery not released: a retry of it will be ignored", "endpoint", endpoint, "delivery", id, "err", err)
 		}
 	}

@@ -15,7 +15,6 @@ import (
 	"testing"
 
 	"github.com/nekro-go/nekro/internal/pluginhost"
-	"github.com/nekro-go/nekro/internal/server"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -85,7 +84,7 @@ func TestWebhookAuthentication(t *testing.T) {
 		rec.bodies = append(rec.bodies, "token_only:"+string(body))
 		return nil
 	})
-	e := startEnv(t, nil, func(o *server.Options) {
+	e := startEnv(t, nil, func(o *serveOptions) {
 		o.App.Runtime.Plugins = append(pluginhost.Registered(), failing, good, tokenOnly)
 	})
 	body := []byte(`{"n":1}`)
@@ -215,7 +214,7 @@ func TestPluginRoutes(t *testing.T) {
 		}
 	})
 	p.MountRoutes(mux, "/page", "/static/")
-	e := startEnv(t, nil, func(o *server.Options) {
+	e := startEnv(t, nil, func(o *serveOptions) {
 		o.App.Runtime.Plugins = append(pluginhost.Registered(), p)
 	})
 	tok := map[string]string{"Authorization": "Bearer " + testToken}

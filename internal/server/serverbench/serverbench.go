@@ -126,14 +126,10 @@ func Run(ctx context.Context, w io.Writer, opt Options) (*Result, error) {
 		return nil, err
 	}
 	defer model.Close()
-	srv, err := server.Start(ctx, server.Options{
-		Listen: "127.0.0.1:0",
-		App: app.Config{DataDir: filepath.Join(opt.DataDir, "serve"),
-			Runtime: runtime.Config{Python: opt.Python, WarmSpares: !opt.NoSpares, Plugins: all},
-			LLM:     llm.Config{BaseURL: model.URL, Model: "instant"}},
-		Token: "bench",
-		Log:   opt.Log,
-	})
+	srv, err := app.Serve(ctx, app.Config{DataDir: filepath.Join(opt.DataDir, "serve"),
+		Runtime: runtime.Config{Python: opt.Python, WarmSpares: !opt.NoSpares, Plugins: all},
+		LLM:     llm.Config{BaseURL: model.URL, Model: "instant"}},
+		server.Options{Listen: "127.0.0.1:0", Token: "bench", Log: opt.Log})
 	if err != nil {
 		return nil, err
 	}
