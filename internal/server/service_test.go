@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -343,12 +344,20 @@ func TestShutdownDeadlineStopsRuns(t *testing.T) {
 	e := startEnv(t, func(r llmtest.Request) llmtest.Reply {
 		return llmtest.Code(`
 import time
+send_msg_text(_ck, "working on it")
 time.sleep(60)
 send_msg_text(_ck, "never")`)
 	}, nil)
 	e.post("c-stop", "u1", "Lee", "endless task")
-	waitRequests(t, e.model, 1)
-	time.Sleep(300 * time.Millisecond) // the run has started
+	// The run has started once its first message is in the history; a
+	// cold sandbox on a busy machine may take seconds to get there.
+	deadline := time.Now().Add(60 * time.Second)
+	for !slices.ContainsFunc(e.history("c-stop"), func(m chat.Message) bool { return m.Text == "working on it" }) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run never started: history %q", texts(e.history("c-stop")))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
