@@ -126,3 +126,44 @@ func ExamplePlugin_MountWebhook() {
 			return p.PushSystem(ctx, "team", "CI: "+string(body), false)
 		})
 }
+
+// The store's calls in one method: scopes from the run, atomic updates,
+// expiry, paging through keys and erasing a user's values.
+func ExampleStore_scopes() {
+	p := plugin.New(plugin.Meta{ModuleName: "prefs", Author: "alice"})
+	plugin.MountSandboxMethod(p, plugin.Method{Type: plugin.Tool, Name: "set_theme", Doc: "Remember the user's theme."},
+		func(ctx *plugin.Ctx, a struct {
+			Theme string `json:"theme"`
+		}) (string, error) {
+			st := ctx.Store()                                // p.Store() in hooks
+			scope := ctx.UserScope()                         // this run's user, in every chat; calls fail clearly if the run has none
+			res, err := st.Set(ctx, scope, "theme", a.Theme) // plugin.Created (0) or plugin.Updated (1)
+			if err != nil {
+				return "", err
+			}
+			mode, _, err := st.Get(ctx, plugin.Chat(ctx.ChatKey()), "mode")
+			if err != nil {
+				return "", err
+			}
+			_, err = st.Update(ctx, ctx.ChatScope(), "notes", func(cur string, found bool) (string, error) {
+				return cur + "\n- theme " + a.Theme, nil // atomic: concurrent updates never lose each other
+			})
+			if err != nil {
+				return "", err
+			}
+			if _, err := st.Set(ctx, plugin.Global(), "cache", mode, plugin.WithTTL(time.Hour)); err != nil {
+				return "", err
+			}
+			for q := (plugin.KeysQuery{Prefix: "pref_"}); ; {
+				page, err := st.Keys(ctx, scope, q)
+				if err != nil || page.Next == "" {
+					break
+				}
+				q.Cursor = page.Next
+			}
+			return res.String(), nil
+		})
+	_ = func(ctx context.Context) (int, error) {
+		return p.Store().DeleteScope(ctx, plugin.User("u42")) // erase a user's values
+	}
+}

@@ -8,32 +8,38 @@ import (
 	"testing"
 )
 
-// The README's "your own binary" steps build: its calculator plugin, its
-// five-line main and its go.mod (the module is not published: a replace
-// names the checkout) make a binary, in a module of its own, that lists
-// the plugin next to the built-ins.
+// The "your own binary" steps of docs/plugins-go.md build: its calculator
+// plugin (the README shows the same one), its five-line main and its
+// go.mod (the module is not published: a replace names the checkout) make
+// a binary, in a module of its own, that lists the plugin next to the
+// built-ins.
 func TestCustomBinaryAsTheREADMEShows(t *testing.T) {
 	repo, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile(filepath.Join(repo, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var plugin, main, gomod string
-	for _, body := range fencedBlocks(string(readme)) {
-		switch {
-		case strings.HasPrefix(body, "package calc\n"):
-			plugin = body
-		case strings.HasPrefix(body, "package main\n") && strings.Contains(body, `"example.com/alice/calc"`):
-			main = body
-		case strings.HasPrefix(body, "module example.com/alice\n"):
-			gomod = body
+	for _, page := range []string{"README.md", filepath.Join("docs", "plugins-go.md")} {
+		md, err := os.ReadFile(filepath.Join(repo, page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, body := range fencedBlocks(string(md)) {
+			switch {
+			case strings.HasPrefix(body, "package calc\n"):
+				if plugin != "" && body != plugin {
+					t.Errorf("%s shows another calc plugin than the page before it:\n%s", page, body)
+				}
+				plugin = body
+			case strings.HasPrefix(body, "package main\n") && strings.Contains(body, `"example.com/alice/calc"`):
+				main = body
+			case strings.HasPrefix(body, "module example.com/alice\n"):
+				gomod = body
+			}
 		}
 	}
 	if plugin == "" || main == "" || gomod == "" || !strings.Contains(gomod, "=> /path/to/nekro-go") {
-		t.Fatalf("README lacks the calc plugin, the custom main or the go.mod with a replace (found %t %t %t)", plugin != "", main != "", gomod != "")
+		t.Fatalf("README.md and docs/plugins-go.md lack the calc plugin, the custom main or the go.mod with a replace (found %t %t %t)", plugin != "", main != "", gomod != "")
 	}
 	dir := t.TempDir()
 	write := func(name, content string) {
