@@ -25,7 +25,7 @@ import (
 //	<root>/uploads/<name>/                a chat's uploads  -> /app/uploads (ro)
 //	<root>/sandboxes/<name>/              a sandbox's shared -> /app/shared (rw)
 //	<root>/volumes/                       filesystem images bounding the above
-//	<root>/layers/<container_key>         the host's record that a chat's package
+//	<root>/layers/<name>                  the host's record that a chat's package
 //	                                      layer holds only what nekro's installer put there
 //	<root>/runs/<pid>/<run_id>/           a run's socket and stubs (Docker only)
 //

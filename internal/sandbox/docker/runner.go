@@ -4,8 +4,9 @@
 // library and works with any engine the CLI reaches (DOCKER_HOST).
 //
 // Each run is `docker run --rm -i` of the configured image with no network,
-// a read-only root, a tmpfs /tmp, uid 65534, no capabilities,
-// no-new-privileges, and pids, memory and CPU limits from the cgroup. The
+// a read-only root, a tmpfs /tmp, the chat's own uid (Spec.UID; 65534
+// when nekro has no root to give chats uids of their own), no
+// capabilities, no-new-privileges, and pids, memory and CPU limits from the cgroup. The
 // run directory, the chat's uploads and the sandbox's shared directory are
 // bind-mounted as with bubblewrap, so the engine must run on the same host
 // as nekro (or see the data directory at the same path). The image needs
