@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nekro-go/nekro/internal/db"
 )
@@ -67,11 +68,14 @@ var migrations = []db.Migration{{
 
 // Allocator hands out chat uids.
 type Allocator struct {
-	w     *sql.DB
-	close func() error // releases w
-	rng   Range
-	mu    sync.Mutex
-	cache map[string]int
+	w *sql.DB
+	// postgres: allocations take allocationLockID, so replicas sharing
+	// the database never pick the same free uid at once.
+	postgres bool
+	close    func() error // releases w
+	rng      Range
+	mu       sync.Mutex
+	cache    map[string]int
 }
 
 // Open migrates the table on h and returns an allocator over rng.
@@ -83,7 +87,7 @@ func Open(ctx context.Context, h db.Handle, rng Range) (*Allocator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox uids: %w", err)
 	}
-	return &Allocator{w: w, close: closeFn, rng: rng, cache: map[string]int{}}, nil
+	return &Allocator{w: w, postgres: h.Postgres != nil, close: closeFn, rng: rng, cache: map[string]int{}}, nil
 }
 
 // Close releases the allocator's own handle; the database stays open.
@@ -105,9 +109,11 @@ func (a *Allocator) UID(ctx context.Context, chatKey string) (int, error) {
 		return uid, nil
 	}
 	var err error
-	// Two hosts allocating at once may pick the same free uid: the UNIQUE
-	// constraint refuses the second, which then tries again.
-	for attempt := 0; attempt < 5; attempt++ {
+	// Allocations are serialised in the database (PostgreSQL's advisory
+	// lock, SQLite's one writer), so they do not race; a transaction
+	// that still fails (SQLite busy under another process, a serialization
+	// failure) is tried again after a short pause.
+	for attempt := range 8 {
 		if uid, err = a.allocate(ctx, chatKey); err == nil {
 			a.mu.Lock()
 			a.cache[chatKey] = uid
@@ -117,9 +123,17 @@ func (a *Allocator) UID(ctx context.Context, chatKey string) (int, error) {
 		if errors.Is(err, errExhausted) || ctx.Err() != nil {
 			break
 		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(attempt+1) * 10 * time.Millisecond):
+		}
 	}
 	return 0, fmt.Errorf("uid for chat %q: %w", chatKey, err)
 }
+
+// allocationLockID is the PostgreSQL advisory lock held while a uid is
+// chosen: any constant shared by every nekro process works ("nekro uid").
+const allocationLockID = 0x6e656b726f756964
 
 var errExhausted = errors.New("every uid of the range is taken")
 
@@ -129,13 +143,25 @@ func (a *Allocator) allocate(ctx context.Context, chatKey string) (int, error) {
 		return 0, err
 	}
 	defer tx.Rollback()
-	var uid int
-	err = tx.QueryRowContext(ctx, `SELECT uid FROM sandbox_uids WHERE chat_key = $1`, chatKey).Scan(&uid)
-	switch {
-	case err == nil && uid >= a.rng.First && uid <= a.rng.Last:
-		return uid, tx.Commit()
-	case err != nil && !errors.Is(err, sql.ErrNoRows):
+	uid, known, err := a.recorded(ctx, tx, chatKey)
+	if err != nil {
 		return 0, err
+	}
+	if known {
+		return uid, tx.Commit()
+	}
+	if a.postgres {
+		// Choose under the lock, and look again: another replica may have
+		// given this chat its uid while this one waited.
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(allocationLockID)); err != nil {
+			return 0, err
+		}
+		if uid, known, err = a.recorded(ctx, tx, chatKey); err != nil {
+			return 0, err
+		}
+		if known {
+			return uid, tx.Commit()
+		}
 	}
 	// The lowest free uid: the range's first, or one past a taken uid
 	// whose successor is free.
@@ -159,4 +185,16 @@ SELECT MIN(c) FROM (
 		return 0, err
 	}
 	return int(free.Int64), tx.Commit()
+}
+
+// recorded returns chatKey's recorded uid when it lies in the range.
+func (a *Allocator) recorded(ctx context.Context, tx *sql.Tx, chatKey string) (uid int, ok bool, err error) {
+	err = tx.QueryRowContext(ctx, `SELECT uid FROM sandbox_uids WHERE chat_key = $1`, chatKey).Scan(&uid)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, err
+	}
+	return uid, uid >= a.rng.First && uid <= a.rng.Last, nil
 }
