@@ -51,9 +51,12 @@ type Config struct {
 	// KV limits the plugins' values.
 	KV kv.Limits
 	// Runtime configures the sandboxes; its DataDir, Log, DB and Store are
-	// filled in here. Its Plugins are the compiled-in plugins to consider
-	// (nil: every registered one); the Python ones join them.
+	// filled in here, and its Runner and UIDs unless set. Its Plugins are
+	// the compiled-in plugins to consider (nil: every registered one); the
+	// Python ones join them.
 	Runtime runtime.Config
+	// Sandbox chooses the sandbox backend when Runtime.Runner is nil.
+	Sandbox SandboxConfig
 	// PluginDirs hold Python plugins (--plugin-dir), each run in a process
 	// of its own (package pyplugin).
 	PluginDirs []string
@@ -184,6 +187,23 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	rc.Observer = a.Metrics
 	if rc.Log == nil {
 		rc.Log = cfg.Log
+	}
+	runner, removeProfile, err := openRunner(a.Layout, rc, cfg.Sandbox, rc.Log)
+	if err != nil {
+		return nil, err
+	}
+	rc.Runner = runner
+	// The profile goes once the runtime closed: it outlives its sandboxes.
+	a.closers = append(a.closers, func(context.Context) error { removeProfile(); return nil })
+	if rc.UIDs == nil {
+		ids, err := openUIDs(ctx, a, runner, cfg.Sandbox.UIDs)
+		if err != nil {
+			return nil, err
+		}
+		if ids != nil {
+			rc.UIDs = ids
+			a.closers = append(a.closers, func(context.Context) error { return ids.Close() })
+		}
 	}
 	if a.Runtime, err = runtime.Open(ctx, rc); err != nil {
 		return nil, err

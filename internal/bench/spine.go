@@ -105,8 +105,9 @@ func Spine(ctx context.Context, w io.Writer, dataDir, python string, opt SpineOp
 	if err := os.WriteFile(filepath.Join(pyDir, "benchpy.py"), []byte(pyBenchPlugin), 0o644); err != nil {
 		return err
 	}
-	coldApp, err := app.Open(ctx, app.Config{DataDir: dataDir, PluginDirs: []string{pyDir}, Runtime: runtime.Config{Python: python, Plugins: []*plugin.Plugin{p},
-		Limits: sandbox.Limits{Timeout: 10 * time.Minute, OutputBytes: 64 << 20}}})
+	coldApp, err := app.Open(ctx, app.Config{DataDir: dataDir, PluginDirs: []string{pyDir}, Sandbox: app.SandboxConfig{Python: python},
+		Runtime: runtime.Config{Plugins: []*plugin.Plugin{p},
+			Limits: sandbox.Limits{Timeout: 10 * time.Minute, OutputBytes: 64 << 20}}})
 	if err != nil {
 		return err
 	}
@@ -121,8 +122,8 @@ func Spine(ctx context.Context, w io.Writer, dataDir, python string, opt SpineOp
 	// starts on request. Warm: the runtime keeps a started sandbox per
 	// active chat (Config.WarmSpares, what `nekro serve` uses); the chat's
 	// previous run ended 50 ms earlier, less than any model reply takes.
-	warmApp, err := app.Open(ctx, app.Config{DataDir: dataDir + "-warm", Runtime: runtime.Config{Python: python,
-		Plugins: []*plugin.Plugin{p}, WarmSpares: true}})
+	warmApp, err := app.Open(ctx, app.Config{DataDir: dataDir + "-warm", Sandbox: app.SandboxConfig{Python: python},
+		Runtime: runtime.Config{Plugins: []*plugin.Plugin{p}, WarmSpares: true}})
 	if err != nil {
 		return err
 	}
@@ -332,15 +333,15 @@ func plotFloors(ctx context.Context, python string, runs int) (inProcess, forked
 // `pass` through POST /api/chats/{chat}/exec of an in-process server, each
 // run 50 ms after the previous one ended.
 func activeChatRows(ctx context.Context, w io.Writer, dataDir, python string, p *plugin.Plugin, runs, zygotes int, bare time.Duration) error {
-	srv, err := app.Serve(ctx, app.Config{DataDir: dataDir + "-serve", Runtime: runtime.Config{Python: python,
-		Plugins: []*plugin.Plugin{p}, WarmSpares: true, Zygotes: zygotes}},
+	srv, err := app.Serve(ctx, app.Config{DataDir: dataDir + "-serve", Sandbox: app.SandboxConfig{Python: python, Zygotes: zygotes},
+		Runtime: runtime.Config{Plugins: []*plugin.Plugin{p}, WarmSpares: true}},
 		server.Options{Listen: "127.0.0.1:0", Token: "bench", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return fmt.Errorf("start the server: %w", err)
 	}
 	defer srv.Shutdown(context.WithoutCancel(ctx))
-	activeApp, err := app.Open(ctx, app.Config{DataDir: dataDir + "-active", Runtime: runtime.Config{Python: python,
-		Plugins: []*plugin.Plugin{p}, WarmSpares: true, Zygotes: zygotes}})
+	activeApp, err := app.Open(ctx, app.Config{DataDir: dataDir + "-active", Sandbox: app.SandboxConfig{Python: python, Zygotes: zygotes},
+		Runtime: runtime.Config{Plugins: []*plugin.Plugin{p}, WarmSpares: true}})
 	if err != nil {
 		return err
 	}

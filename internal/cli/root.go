@@ -150,10 +150,10 @@ func (g *globals) config() app.Config {
 		LLM: chatModel, ModelGroups: llm.GroupsFromEnv(chatModel),
 		KV:         kv.Limits{MaxValueBytes: g.kvValue, QuotaBytes: g.kvQuotaBytes(), QuotaHint: kvQuotaHint},
 		PluginDirs: g.pluginDirs, Enable: g.enableList(), PythonIndex: g.pythonIndex, MCPConfig: g.mcpConfig,
-		Runtime: runtime.Config{Python: g.python, MaxConcurrentRuns: g.maxRuns, CallTimeout: g.callTimeout,
-			SandboxUIDs: g.uidRange, SharedQuota: int64(*g.sharedQuota), SharedInodes: g.sharedInodes,
-			PluginDataQuota: int64(*g.pluginQuota),
-			Sandbox:         g.sandbox, DockerImage: g.image, DockerArgs: strings.Fields(os.Getenv("NEKRO_DOCKER_ARGS")),
+		Sandbox: app.SandboxConfig{Backend: g.sandbox, Python: g.python, UIDs: g.uidRange,
+			DockerImage: g.image, DockerArgs: strings.Fields(os.Getenv("NEKRO_DOCKER_ARGS"))},
+		Runtime: runtime.Config{MaxConcurrentRuns: g.maxRuns, CallTimeout: g.callTimeout,
+			SharedQuota: int64(*g.sharedQuota), SharedInodes: g.sharedInodes, PluginDataQuota: int64(*g.pluginQuota),
 			Files: files.Options{AllowPrivateNetworks: envTrue(files.AllowPrivateEnv)}}}
 }
 

@@ -61,7 +61,7 @@ until --shutdown-timeout, then their runs are stopped.`,
 			ac.Runtime.SharedIdle = 30 * time.Minute
 			ac.Runtime.FireTimers = true
 			ac.Runtime.TimerTurnsPerHour = timerTurns
-			ac.Runtime.Zygotes = zygotes
+			ac.Sandbox.Zygotes = zygotes
 			ac.LLM = llm.ConfigFromEnv()
 			ac.LLM.BaseURL, ac.LLM.Model = baseURL, model
 			ac.ModelGroups = llm.GroupsFromEnv(ac.LLM)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nekro-go/nekro/internal/app"
 	"github.com/nekro-go/nekro/internal/app/apptest"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/testutil"
@@ -161,12 +162,12 @@ print("LAYER", sorted(os.listdir("/app/shared/.packages")))
 func TestPipPackagesReachZygoteRuns(t *testing.T) {
 	data := testutil.DataDir(t)
 	wheels := wheelDir(t, data, "nekrotestpkg", 0)
-	rt, err := apptest.OpenRuntime(t, runtime.Config{
-		DataDir: data, Plugins: []*plugin.Plugin{testPlugin()}, WarmSpares: true, Zygotes: 2, PythonIndex: wheels,
-	})
+	a, err := apptest.Open(t, app.Config{DataDir: data, Sandbox: app.SandboxConfig{Zygotes: 2},
+		Runtime: runtime.Config{Plugins: []*plugin.Plugin{testPlugin()}, WarmSpares: true, PythonIndex: wheels}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	rt := a.Runtime
 	t.Cleanup(func() { rt.Close(context.Background()) })
 	zygoteRun(t, rt, "pass") // the chat's zygote is up before anything is installed
 	res := zygoteRun(t, rt, `

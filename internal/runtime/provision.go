@@ -159,7 +159,7 @@ func (rt *Runtime) Protections() []sandbox.Protection {
 	}
 	if rt.uids != nil {
 		ps = append(ps, sandbox.Protection{Name: "a uid per chat", Active: true,
-			Detail: fmt.Sprintf("each chat's sandboxes run as its own uid from %s; its directories are closed to other chats and host users", rt.uids.Range())})
+			Detail: fmt.Sprintf("each chat's sandboxes run as its own uid from %s; its directories are closed to other chats and host users", rt.uids)})
 	} else {
 		ps = append(ps, sandbox.Protection{Name: "a uid per chat",
 			Detail: "off: nekro does not run as root, so every sandbox runs as nekro's own uid and chats are kept apart by their mounts only"})

@@ -23,11 +23,7 @@ import (
 	"github.com/nekro-go/nekro/internal/pluginstate"
 	"github.com/nekro-go/nekro/internal/registry"
 	"github.com/nekro-go/nekro/internal/sandbox"
-	"github.com/nekro-go/nekro/internal/sandbox/bwrap"
-	"github.com/nekro-go/nekro/internal/sandbox/docker"
-	"github.com/nekro-go/nekro/internal/sandbox/seccomp"
 	"github.com/nekro-go/nekro/internal/schedule"
-	"github.com/nekro-go/nekro/internal/uids"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -35,7 +31,6 @@ import (
 // is a working single-machine setup.
 type Config struct {
 	DataDir string // default "./data"
-	Python  string // interpreter inside the sandbox; default /usr/bin/python3
 	// Limits of each run; zero fields take sandbox.DefaultLimits.
 	Limits sandbox.Limits
 	// CallTimeout bounds one method call unless the method sets its own.
@@ -48,22 +43,11 @@ type Config struct {
 	// chat's next run skips sandbox start-up (about 15 ms here). Worth it
 	// for a long-running server; a one-shot command leaves it off.
 	WarmSpares bool
-	// SpareIdle discards a spare unused this long; default 5 minutes.
+	// SpareIdle discards a spare unused this long; default
+	// DefaultSpareIdle.
 	SpareIdle time.Duration
 	// MaxSpares bounds the warm sandboxes kept; default 32.
 	MaxSpares int
-	// Zygotes, with WarmSpares and the bwrap backend, keeps up to this
-	// many warm per-chat zygotes: a chat's runs then start from a
-	// pre-forked, pre-isolated interpreter that has imported the stubs
-	// and ZygotePreload (about 1 ms instead of ~30 ms plus imports). Zero
-	// leaves them off. See internal/sandbox/bwrap/zygote.go.
-	Zygotes int
-	// ZygoteMemory bounds the zygotes' memory together (PSS); default
-	// 1 GiB, the least recently used stopped first.
-	ZygoteMemory int64
-	// ZygotePreload lists the modules a zygote imports once; nil means
-	// numpy and matplotlib.pyplot (skipped when not installed).
-	ZygotePreload []string
 	// SharedIdle empties a sandbox's /app/shared once no run has used it
 	// for this long, as the reference does after 30 minutes. Zero keeps
 	// the files (one-shot commands); nekro serve sets 30 minutes.
@@ -83,17 +67,13 @@ type Config struct {
 	// NoVolumes keeps chat and plugin directories plain even where
 	// volumes could bound them (tests of the fallback).
 	NoVolumes bool
-	// SandboxUIDs is the range each chat's own sandbox uid comes from
-	// when nekro runs as root; zero means uids.DefaultRange.
-	SandboxUIDs uids.Range
-	// Sandbox names the backend: "bwrap" (default) or "docker".
-	Sandbox string
-	// DockerImage is the image of the docker backend; default nekro-sandbox.
-	DockerImage string
-	// DockerArgs are extra `docker run` arguments (e.g. --runtime=runsc).
-	DockerArgs []string
-	// Runner overrides the sandbox backend (default bubblewrap).
+	// Runner is the sandbox backend, required: the assembler chooses it
+	// (internal/app). The runtime closes it (sandbox.Closer) on Close.
 	Runner sandbox.Runner
+	// UIDs gives each chat the uid its sandboxes run as, when the Runner
+	// runs them as other uids than nekro's own (sandbox.Owner); nil: they
+	// run as nekro's own uid.
+	UIDs UIDs
 	// Files tunes the file bridge: download cap, timeout, and whether
 	// downloads may reach private addresses.
 	Files files.Options
@@ -126,6 +106,20 @@ const (
 	DefaultPluginDataQuota = 1 << 30
 )
 
+// DefaultSpareIdle is how long an unused warm sandbox waits for its
+// chat's next run (Config.SpareIdle).
+const DefaultSpareIdle = 5 * time.Minute
+
+// UIDs gives each chat its own host uid for its sandboxes (uids.Allocator,
+// opened by the assembler on the database).
+type UIDs interface {
+	// UID returns the uid chatKey's sandboxes run as; their gid is the
+	// same.
+	UID(ctx context.Context, chatKey string) (int, error)
+	// String names where the uids come from (nekro doctor says it).
+	String() string
+}
+
 // Runtime is an open nekro instance.
 type Runtime struct {
 	cfg         Config
@@ -138,7 +132,7 @@ type Runtime struct {
 	spares      *spares  // nil unless Config.WarmSpares
 	janitor     *janitor // nil unless Config.SharedIdle
 	store       *kv.Store
-	uids        *uids.Allocator // nil when sandboxes run as nekro's own uid
+	uids        UIDs // nil when sandboxes run as nekro's own uid
 	provision   *provisioner
 	bg          sync.WaitGroup
 	closeOnce   sync.Once
@@ -182,6 +176,9 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Store == nil || (cfg.DB.SQLite == nil && cfg.DB.Postgres == nil) {
 		return nil, fmt.Errorf("runtime: a database and a KV store are required (internal/app opens them)")
 	}
+	if cfg.Runner == nil {
+		return nil, fmt.Errorf("runtime: a sandbox backend is required (internal/app chooses it)")
+	}
 	if cfg.SharedQuota <= 0 {
 		cfg.SharedQuota = DefaultSharedQuota
 	}
@@ -215,22 +212,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	rt := &Runtime{cfg: cfg, layout: layout, registry: reg, log: cfg.Log, store: cfg.Store,
 		runSlots: make(chan struct{}, cfg.MaxConcurrentRuns)}
 	rt.pip = rt.newPipMethod()
-	rt.runner = cfg.Runner
-	if rt.runner == nil {
-		switch cfg.Sandbox {
-		case "", "bwrap":
-			rt.runner = bwrap.New(cfg.Python)
-		case "docker":
-			d := docker.New(cfg.DockerImage)
-			if cfg.Python != "" {
-				d.Python = cfg.Python
-			}
-			d.ExtraArgs = cfg.DockerArgs
-			rt.runner = d
-		default:
-			return nil, fmt.Errorf("unknown sandbox backend %q (use bwrap or docker)", cfg.Sandbox)
-		}
-	}
+	rt.runner, rt.uids = cfg.Runner, cfg.UIDs
 	if s, ok := rt.runner.(sandbox.Sweeper); ok {
 		if err := s.Sweep(ctx); err != nil {
 			cfg.Log.Warn("cannot remove sandboxes left by killed hosts", "err", err)
@@ -239,40 +221,14 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err := rt.prepareDataDir(); err != nil {
 		return nil, err
 	}
-	if d, ok := rt.runner.(*docker.Runner); ok && d.SeccompProfile == "" {
-		// The docker CLI reads the profile from a file; it lives with
-		// this process's run directories and goes with them.
-		if prof, err := seccomp.DockerProfile(); err == nil {
-			path := filepath.Join(rt.runsDir, "seccomp.json")
-			if err := os.WriteFile(path, prof, 0o644); err != nil {
-				return nil, fmt.Errorf("docker seccomp profile: %w", err)
-			}
-			d.SeccompProfile = path
-		}
-	}
 	if cfg.WarmSpares {
 		if cfg.SpareIdle <= 0 {
-			cfg.SpareIdle = 5 * time.Minute
+			cfg.SpareIdle = DefaultSpareIdle
 		}
 		if cfg.MaxSpares <= 0 {
 			cfg.MaxSpares = 32
 		}
 		rt.spares = &spares{byKey: map[string]*spare{}, starting: map[string]bool{}, max: cfg.MaxSpares, idle: cfg.SpareIdle}
-	}
-	if b, ok := rt.runner.(*bwrap.Runner); ok && cfg.WarmSpares && cfg.Zygotes > 0 {
-		b.Zygotes, b.ZygoteMemory, b.ZygoteIdle, b.Preload = cfg.Zygotes, cfg.ZygoteMemory, cfg.SpareIdle, cfg.ZygotePreload
-		b.ZygoteErr = func(err error) { cfg.Log.Warn("a chat's zygote ended: its runs start fresh sandboxes", "err", err) }
-	}
-	if o, ok := rt.runner.(sandbox.Owner); ok {
-		if uid, _ := o.SandboxUID(); uid >= 0 {
-			rng := cfg.SandboxUIDs
-			if rng == (uids.Range{}) {
-				rng = uids.DefaultRange
-			}
-			if rt.uids, err = uids.Open(ctx, cfg.DB, rng); err != nil {
-				return nil, err
-			}
-		}
 	}
 	rt.provision = newProvisioner(rt)
 	rt.layout.Provision = rt.provision
@@ -435,9 +391,6 @@ func (rt *Runtime) close(ctx context.Context) {
 		c.Close()
 	}
 	rt.provision.close()
-	if rt.uids != nil {
-		rt.uids.Close()
-	}
 	if rt.states != nil {
 		rt.states.Close()
 	}
@@ -445,7 +398,6 @@ func (rt *Runtime) close(ctx context.Context) {
 		rt.timers.Close()
 	}
 	if rt.runsDir != "" {
-		os.Remove(filepath.Join(rt.runsDir, "seccomp.json"))
 		os.Remove(rt.runsDir) // empty unless runs are still going
 	}
 }

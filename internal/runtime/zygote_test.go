@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nekro-go/nekro/internal/app"
 	"github.com/nekro-go/nekro/internal/app/apptest"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
@@ -41,13 +42,13 @@ func zygoteRun(t *testing.T, rt *runtime.Runtime, code string) *runtime.ExecResu
 // (os._exit's too), the time limit (the whole run killed), the output cap;
 // and when the zygote dies, the chat's runs go on in fresh sandboxes.
 func TestZygoteRunsBehaveAsFreshRuns(t *testing.T) {
-	rt, err := apptest.OpenRuntime(t, runtime.Config{
-		DataDir: testutil.DataDir(t), Plugins: []*plugin.Plugin{testPlugin()}, WarmSpares: true, Zygotes: 2,
-		Limits: sandbox.Limits{Timeout: 3 * time.Second, OutputBytes: 4096},
-	})
+	a, err := apptest.Open(t, app.Config{DataDir: testutil.DataDir(t), Sandbox: app.SandboxConfig{Zygotes: 2},
+		Runtime: runtime.Config{Plugins: []*plugin.Plugin{testPlugin()}, WarmSpares: true,
+			Limits: sandbox.Limits{Timeout: 3 * time.Second, OutputBytes: 4096}}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	rt := a.Runtime
 	t.Cleanup(func() { rt.Close(context.Background()) })
 	if res := zygoteRun(t, rt, "print(add(2, 3))"); res.StopType != sandbox.Normal || !strings.Contains(res.Output, "5") {
 		t.Errorf("call: %s %q", res.StopType, res.Output)

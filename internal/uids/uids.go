@@ -98,6 +98,9 @@ func (a *Allocator) Close() error {
 // Range returns the range uids come from.
 func (a *Allocator) Range() Range { return a.rng }
 
+// String names the range uids come from, as Range.String does.
+func (a *Allocator) String() string { return a.Range().String() }
+
 // UID returns chatKey's uid, allocating the lowest free one of the range
 // on first use (or when the chat's recorded uid lies outside the current
 // range, after the operator moved it).

@@ -107,7 +107,7 @@ func Run(ctx context.Context, w io.Writer, opt Options) (*Result, error) {
 	// configured as the server's (warm spares on).
 	all := plugins()
 	bareApp, err := app.Open(ctx, app.Config{DataDir: filepath.Join(opt.DataDir, "bare"), Log: opt.Log,
-		Runtime: runtime.Config{Python: opt.Python, WarmSpares: true, Plugins: all}})
+		Sandbox: app.SandboxConfig{Python: opt.Python}, Runtime: runtime.Config{WarmSpares: true, Plugins: all}})
 	if err != nil {
 		return nil, err
 	}
@@ -127,8 +127,8 @@ func Run(ctx context.Context, w io.Writer, opt Options) (*Result, error) {
 	}
 	defer model.Close()
 	srv, err := app.Serve(ctx, app.Config{DataDir: filepath.Join(opt.DataDir, "serve"),
-		Runtime: runtime.Config{Python: opt.Python, WarmSpares: !opt.NoSpares, Plugins: all},
-		LLM:     llm.Config{BaseURL: model.URL, Model: "instant"}},
+		Sandbox: app.SandboxConfig{Python: opt.Python}, Runtime: runtime.Config{WarmSpares: !opt.NoSpares, Plugins: all},
+		LLM: llm.Config{BaseURL: model.URL, Model: "instant"}},
 		server.Options{Listen: "127.0.0.1:0", Token: "bench", Log: opt.Log})
 	if err != nil {
 		return nil, err
