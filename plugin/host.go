@@ -7,7 +7,7 @@ import (
 	"log/slog"
 )
 
-// hostServices is what the runtime gives a plugin outside any run (in its
+// hostServices is what the host gives a plugin outside any run (in its
 // init and cleanup hooks, for instance): pluginhost.Services, bound with
 // pluginhost.Bind before the init hooks run.
 type hostServices interface {
@@ -16,7 +16,7 @@ type hostServices interface {
 	// DataDir returns the plugin's private directory, data/plugins/<key>/,
 	// creating it on first use.
 	DataDir() (string, error)
-	// Logger returns the runtime's logger, tagged with the plugin's key.
+	// Logger returns the host's logger, tagged with the plugin's key.
 	Logger() *slog.Logger
 	// ConfigJSON returns the plugin's settings in force as a JSON object
 	// and their version (it changes whenever they do); nil when the
@@ -62,9 +62,9 @@ func (p *Plugin) PushSystem(ctx context.Context, chatKey, text string, trigger b
 	return h.PushSystem(ctx, chatKey, text, trigger)
 }
 
-// Logger returns the plugin's logger: the runtime's, tagged with the
+// Logger returns the plugin's logger: the host's, tagged with the
 // plugin's key, so plugin logs follow the operator's --log-level. Before
-// the runtime binds the plugin it is slog.Default's.
+// the host binds the plugin it is slog.Default's.
 func (p *Plugin) Logger() *slog.Logger {
 	if h := p.services(); h != nil {
 		return h.Logger()

@@ -84,7 +84,7 @@ type Plugin struct {
 	commands       []*mountedCommand
 
 	mu     sync.RWMutex
-	host   hostServices // set by the runtime before init hooks run
+	host   hostServices // set by the host before init hooks run
 	config *configDecl  // MountConfig's
 }
 

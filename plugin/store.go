@@ -314,7 +314,7 @@ func (c *Ctx) UserScope() Scope { return User(c.UserID()) }
 func (c *Ctx) ChatUserScope() Scope { return ChatUser(c.ChatKey(), c.UserID()) }
 
 // Store returns the plugin's KV namespace, for hooks that run outside any
-// sandbox run (init, cleanup, channel reset). Before the runtime binds its
+// sandbox run (init, cleanup, channel reset). Before the host binds its
 // services, every call fails with ErrNoService.
 func (p *Plugin) Store() Store {
 	if h := p.services(); h != nil {

@@ -37,6 +37,7 @@ import (
 	"github.com/nekro-go/nekro/internal/llm"
 
 	"github.com/nekro-go/nekro/internal/chat"
+	"github.com/nekro-go/nekro/internal/host"
 	"github.com/nekro-go/nekro/internal/keys"
 	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/runtime"
@@ -84,13 +85,13 @@ type Config struct {
 	Log      *slog.Logger
 }
 
-// Agent runs turns for every chat of a runtime.
+// Agent runs turns for every chat, its code run by the plugin host.
 type Agent struct {
-	cfg   Config
-	rt    *runtime.Runtime
-	chats *chat.Service
-	model llm.Model
-	log   *slog.Logger
+	cfg     Config
+	plugins *host.Host // runs the code, with the plugins' hooks and methods
+	chats   *chat.Service
+	model   llm.Model
+	log     *slog.Logger
 
 	base       context.Context // parent of every turn; cancelled by Shutdown's deadline
 	cancelBase context.CancelFunc
@@ -108,7 +109,7 @@ type Agent struct {
 // New returns an agent answering through model. With no model configured,
 // pass llm.None{Reason: why} (nil means llm.None{Reason: llm.ErrNoModel}):
 // Post then fails with the reason, and runs without a model still work.
-func New(rt *runtime.Runtime, chats *chat.Service, model llm.Model, cfg Config) *Agent {
+func New(h *host.Host, chats *chat.Service, model llm.Model, cfg Config) *Agent {
 	if cfg.MaxIterations <= 0 {
 		cfg.MaxIterations = DefaultMaxIterations
 	}
@@ -131,7 +132,7 @@ func New(rt *runtime.Runtime, chats *chat.Service, model llm.Model, cfg Config) 
 		model = llm.None{Reason: llm.ErrNoModel}
 	}
 	base, cancel := context.WithCancel(context.Background())
-	a := &Agent{cfg: cfg, rt: rt, chats: chats, model: model, log: cfg.Log, base: base, cancelBase: cancel,
+	a := &Agent{cfg: cfg, plugins: h, chats: chats, model: model, log: cfg.Log, base: base, cancelBase: cancel,
 		turnSlots: make(chan struct{}, cfg.MaxConcurrentTurns), state: map[string]*chatState{},
 		stopPoll: make(chan struct{})}
 	python := cfg.Python
@@ -140,7 +141,7 @@ func New(rt *runtime.Runtime, chats *chat.Service, model llm.Model, cfg Config) 
 	}
 	a.isPython = pythonParses(python)
 	chats.OnWake(a.wake)
-	rt.OnPush(a.PushSystem)
+	h.OnPush(a.PushSystem)
 	return a
 }
 
@@ -166,7 +167,7 @@ func (a *Agent) PushSystem(ctx context.Context, chatKey, text string, trigger bo
 	if strings.TrimSpace(text) == "" {
 		return errors.New("the system message is empty")
 	}
-	switch a.rt.SystemMessageSignal(ctx, chatKey, text) {
+	switch a.plugins.SystemMessageSignal(ctx, chatKey, text) {
 	case plugin.BlockAll:
 		a.log.Info("a plugin's hook dropped a system message", "chat", chatKey)
 		return nil
@@ -178,7 +179,7 @@ func (a *Agent) PushSystem(ctx context.Context, chatKey, text string, trigger bo
 	if trigger {
 		// A timer's firing past the chat's budget is kept, unanswered
 		// until the chat's next turn, and says so.
-		if ok, note := a.rt.AllowTimerTurn(ctx, chatKey); !ok {
+		if ok, note := a.plugins.AllowTimerTurn(ctx, chatKey); !ok {
 			trigger = false
 			text = note + "\n" + text
 		}
@@ -290,7 +291,7 @@ func (a *Agent) Post(ctx context.Context, in Incoming) (_ chat.Message, err erro
 	if err := a.ModelError(); err != nil && !in.Quiet && !in.Queue {
 		return chat.Message{}, err
 	}
-	signal := a.rt.UserMessageSignal(ctx, in.ChatKey, in.UserID, in.Text)
+	signal := a.plugins.UserMessageSignal(ctx, in.ChatKey, in.UserID, in.Text)
 	switch signal {
 	case plugin.BlockAll:
 		return chat.Message{}, ErrDropped
@@ -333,7 +334,7 @@ func (a *Agent) Prompt(ctx context.Context, chatKey, userID string) ([]llm.ChatM
 	for i := len(history) - 1; i >= 0 && history[i].Role == chat.User; i-- {
 		answering = append([]chat.Message{history[i]}, answering...)
 	}
-	return TurnPrompt(a.rt.ChatView(ctx, chatKey, userID), chatKey, history, answering), nil
+	return TurnPrompt(a.plugins.ChatView(ctx, chatKey, userID), chatKey, history, answering), nil
 }
 
 // Exec runs code in the chat's sandbox without a model (the API's
@@ -345,9 +346,9 @@ func (a *Agent) Exec(ctx context.Context, chatKey, userID, code string, limits s
 		limits = a.cfg.Limits
 	}
 	snd := a.chats.Sender(chatKey, 0)
-	res, err := a.rt.Exec(ctx, runtime.ExecRequest{
+	res, err := a.plugins.Exec(ctx, runtime.ExecRequest{
 		ChatKey: chatKey, UserID: userID, Code: code, Limits: limits,
-		Chat: snd, Methods: a.rt.ChatMethods(ctx, chatKey, userID), // what a turn in this chat could call
+		Chat: snd, Methods: a.plugins.ChatMethods(ctx, chatKey, userID), // what a turn in this chat could call
 		Model: a.askModel(nil), History: a.historyOf(chatKey),
 		OnResult: func(m *pluginhost.MethodInfo, result json.RawMessage) {
 			if m.Type == plugin.Behavior {
@@ -391,7 +392,7 @@ func (a *Agent) ResetCount(ctx context.Context, chatKey string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := a.rt.ResetChat(ctx, chatKey); err != nil {
+	if err := a.plugins.ResetChat(ctx, chatKey); err != nil {
 		return n, fmt.Errorf("chat %s was reset, but: %w", chatKey, err)
 	}
 	return n, nil

@@ -38,7 +38,7 @@ func (a *Agent) command(ctx context.Context, in Incoming) (answer string, ok boo
 	if !a.may(in, c.Permission) {
 		return fmt.Sprintf("%s%s: you may not use this command (it is for %s)", prefix, name, permissionWho[c.Permission]), true
 	}
-	pctx := a.rt.PluginCtx(ctx, c.Plugin, in.ChatKey, in.UserID)
+	pctx := a.plugins.PluginCtx(ctx, c.Plugin, in.ChatKey, in.UserID)
 	text, err := safeCommand(func() (string, error) { return c.Run(pctx, words[1:]) })
 	if err != nil {
 		a.log.Info("command failed", "chat", in.ChatKey, "command", name, "err", err)
@@ -50,7 +50,7 @@ func (a *Agent) command(ctx context.Context, in Incoming) (answer string, ok boo
 // commands lists the enabled plugins' chat commands.
 func (a *Agent) commands() []pluginhost.CommandInfo {
 	var out []pluginhost.CommandInfo
-	for _, p := range a.rt.Registry().Plugins() {
+	for _, p := range a.plugins.Registry().Plugins() {
 		out = append(out, pluginhost.Commands(p)...)
 	}
 	return out

@@ -18,6 +18,7 @@ import (
 	"github.com/nekro-go/nekro/internal/app"
 	"github.com/nekro-go/nekro/internal/app/apptest"
 	"github.com/nekro-go/nekro/internal/chat"
+	"github.com/nekro-go/nekro/internal/host"
 	"github.com/nekro-go/nekro/internal/llm"
 	"github.com/nekro-go/nekro/internal/llm/llmtest"
 	"github.com/nekro-go/nekro/internal/runtime"
@@ -75,10 +76,10 @@ func newLoop(t *testing.T, script llmtest.Script, cfg agent.Config) *loop {
 	}
 	a, err := apptest.Open(t, app.Config{
 		DataDir: testutil.DataDir(t),
-		Runtime: runtime.Config{Runner: runner, Plugins: []*plugin.Plugin{loopPlugin()},
-			Limits: sandbox.Limits{Timeout: 10 * time.Second}},
-		LLM:   llm.Config{BaseURL: model.URL, Model: "scripted", APIKey: "sk-test", MaxRetries: -1},
-		Agent: cfg,
+		Runtime: runtime.Config{Runner: runner, Limits: sandbox.Limits{Timeout: 10 * time.Second}},
+		Host:    host.Config{Plugins: []*plugin.Plugin{loopPlugin()}},
+		LLM:     llm.Config{BaseURL: model.URL, Model: "scripted", APIKey: "sk-test", MaxRetries: -1},
+		Agent:   cfg,
 	})
 	if err != nil {
 		t.Fatal(err)

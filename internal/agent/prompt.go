@@ -7,8 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/nekro-go/nekro/internal/chat"
+	"github.com/nekro-go/nekro/internal/host"
 	"github.com/nekro-go/nekro/internal/llm"
-	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/plugin"
 )
@@ -30,7 +30,7 @@ How the sandbox works:
 
 // SystemPrompt returns the system message: the runtime contract, with
 // the sentence on the sandbox's Python packages (probed once per process,
-// runtime.ChatView.Packages), then the enabled plugins' method docs. All
+// host.ChatView.Packages), then the enabled plugins' method docs. All
 // depend only on the binary, the host and the enabled plugins, so the
 // message is byte-identical across requests.
 func SystemPrompt(packages, methodDocs string) string {
@@ -47,7 +47,7 @@ func SystemPrompt(packages, methodDocs string) string {
 
 // TurnPrompt is a turn's first request: the system prompt with the methods
 // of the chat's view, then the plugins' injected context and the history.
-func TurnPrompt(view runtime.ChatView, chatKey string, history, answering []chat.Message) []llm.ChatMessage {
+func TurnPrompt(view host.ChatView, chatKey string, history, answering []chat.Message) []llm.ChatMessage {
 	return []llm.ChatMessage{
 		llm.TextMessage("system", SystemPrompt(view.Packages, view.MethodDocs)),
 		llm.TextMessage("user", view.Context+HistoryPrompt(chatKey, history, answering)),

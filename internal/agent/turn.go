@@ -47,7 +47,7 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 		lastSeen = max(lastSeen, m.ID)
 	}
 	userID := turnUser(claimed)
-	view := a.rt.ChatView(ctx, chatKey, userID)
+	view := a.plugins.ChatView(ctx, chatKey, userID)
 	var pluginUse modelUse // plugins' own model requests, counted with the turn's
 	defer func() {
 		turn.Requests += int(pluginUse.requests.Load())
@@ -79,7 +79,7 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 		var agentMsgIDs sync.Map
 		execStart := time.Now()
 		snd := a.chats.Sender(chatKey, turn.ID) // a new budget for every run
-		res, err := a.rt.Exec(ctx, runtime.ExecRequest{
+		res, err := a.plugins.Exec(ctx, runtime.ExecRequest{
 			ChatKey: chatKey, UserID: userID, Code: code, Limits: a.cfg.Limits,
 			Chat: snd, Methods: view.Methods, Model: a.askModel(&pluginUse),
 			History: a.historyOf(chatKey),

@@ -1,9 +1,10 @@
 // Package app is nekro's composition root: the one place that opens the
-// database and assembles the KV store, the chat service, the runtime and
-// the agent on it, for every command (serve, exec, chats, plugins, kv,
-// doctor, the benches). Each part receives what it uses; none opens a
-// database or reads the environment for another. The App owns the
-// database: the parts built on it never close it.
+// database and assembles the KV store, the chat service, the sandbox
+// backend and runtime, the plugin host and the agent on it, for every
+// command (serve, exec, chats, plugins, kv, doctor, the benches). Each
+// part receives what it uses; none opens a database or reads the
+// environment for another. The App owns the database and the stores on
+// it: the parts built on them never close them.
 package app
 
 import (
@@ -25,13 +26,16 @@ import (
 	"github.com/nekro-go/nekro/internal/db"
 	"github.com/nekro-go/nekro/internal/deliveries"
 	"github.com/nekro-go/nekro/internal/files"
+	"github.com/nekro-go/nekro/internal/host"
 	"github.com/nekro-go/nekro/internal/kv"
 	"github.com/nekro-go/nekro/internal/kv/kvopen"
 	"github.com/nekro-go/nekro/internal/mcp"
 	"github.com/nekro-go/nekro/internal/metrics"
 	"github.com/nekro-go/nekro/internal/pluginhost"
+	"github.com/nekro-go/nekro/internal/pluginstate"
 	"github.com/nekro-go/nekro/internal/pyplugin"
 	"github.com/nekro-go/nekro/internal/runtime"
+	"github.com/nekro-go/nekro/internal/schedule"
 	"github.com/nekro-go/nekro/internal/users"
 	"github.com/nekro-go/nekro/plugin"
 )
@@ -50,13 +54,15 @@ type Config struct {
 	SQLite db.SQLiteOptions
 	// KV limits the plugins' values.
 	KV kv.Limits
-	// Runtime configures the sandboxes; its DataDir, Log, DB and Store are
-	// filled in here, and its Runner and UIDs unless set. Its Plugins are
-	// the compiled-in plugins to consider (nil: every registered one); the
-	// Python ones join them.
+	// Runtime configures the sandboxes; its DataDir, Log, StoreFor and
+	// Observer are filled in here, and its Runner and UIDs unless set.
 	Runtime runtime.Config
 	// Sandbox chooses the sandbox backend when Runtime.Runner is nil.
 	Sandbox SandboxConfig
+	// Host configures the plugins' hosting; its Runtime, stores and Log
+	// are filled in here. Its Plugins are the compiled-in plugins to
+	// consider (nil: every registered one); the Python ones join them.
+	Host host.Config
 	// PluginDirs hold Python plugins (--plugin-dir), each run in a process
 	// of its own (package pyplugin).
 	PluginDirs []string
@@ -93,6 +99,7 @@ type App struct {
 	Store   *kv.Store
 	Chats   *chat.Service
 	Runtime *runtime.Runtime
+	Host    *host.Host
 	Agent   *agent.Agent
 	// Adapters are the running chat platform adapters (nil when none).
 	Adapters *adapterhost.Set
@@ -163,14 +170,14 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	a.closers = append(a.closers, func(context.Context) error { return a.Deliveries.Close() })
 
-	// Python plugins' processes close after the runtime, which runs their
+	// Python plugins' processes close after the host, which runs their
 	// cleanup hooks.
 	plugins, py, ms, err := loadPlugins(ctx, cfg)
 	if py != nil {
 		a.closers = append(a.closers, func(context.Context) error { return py.Close() })
 		a.PythonFailed, a.Python = py.Failed, py
 	}
-	if ms != nil { // MCP servers stop after the runtime, as Python plugins do
+	if ms != nil { // MCP servers stop after the host, as Python plugins do
 		a.closers = append(a.closers, func(context.Context) error { return ms.Close() })
 		a.MCP = ms
 	}
@@ -182,7 +189,8 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if rc.PythonIndex == "" { // pip install in runs uses the same index
 		rc.PythonIndex = cfg.PythonIndex
 	}
-	rc.DataDir, rc.DB, rc.Store, rc.Plugins = cfg.DataDir, a.DB, a.Store, plugins
+	store := a.Store
+	rc.DataDir, rc.StoreFor = cfg.DataDir, func(p *plugin.Plugin) plugin.Store { return store.For(p.Key()) }
 	a.Metrics = metrics.New()
 	rc.Observer = a.Metrics
 	if rc.Log == nil {
@@ -208,13 +216,31 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if a.Runtime, err = runtime.Open(ctx, rc); err != nil {
 		return nil, err
 	}
+	a.closers = append(a.closers, func(ctx context.Context) error { return a.Runtime.Close(ctx) })
 	a.Chats.UseLayout(a.Runtime.Layout()) // attachments land in the chats' mounted, bounded volumes
+
+	hc := cfg.Host
+	hc.Runtime, hc.Store, hc.Plugins = a.Runtime, a.Store, plugins
+	if hc.Log == nil {
+		hc.Log = cfg.Log
+	}
+	if hc.States, err = pluginstate.Open(ctx, a.DB); err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, func(context.Context) error { return hc.States.Close() })
+	if hc.Timers, err = schedule.Open(ctx, a.DB); err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, func(context.Context) error { return hc.Timers.Close() })
+	if a.Host, err = host.Open(ctx, hc); err != nil {
+		return nil, err
+	}
 	if ms != nil {
-		ms.Attach(a.Runtime) // a server's changed tools list replaces its plugin while nekro runs
+		ms.Attach(a.Host) // a server's changed tools list replaces its plugin while nekro runs
 	}
 	a.closers = append(a.closers, func(ctx context.Context) error {
 		// Cleanup hooks run even when the agent used up ctx's time.
-		return a.Runtime.Close(context.WithoutCancel(ctx))
+		return a.Host.Close(context.WithoutCancel(ctx))
 	})
 
 	var model llm.Model
@@ -249,7 +275,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		ac.ModelGroups[name] = observedModel{c, a.Metrics}
 	}
 	ac.Observer = a.Metrics
-	a.Agent = agent.New(a.Runtime, a.Chats, model, ac)
+	a.Agent = agent.New(a.Host, a.Chats, model, ac)
 	a.Metrics.Gauge("nekro_turn_queue_depth", "Chats whose messages wait for a turn.",
 		func() float64 { return float64(a.Agent.QueueDepth()) })
 	a.Metrics.Gauge("nekro_warm_spares", "Started sandboxes waiting for their chat's next run.",
@@ -300,7 +326,7 @@ func loadPlugins(ctx context.Context, cfg Config) ([]*plugin.Plugin, *pyplugin.S
 // names (an unknown key is an error). The MCP servers' plugins (mcp.NAME)
 // join them the same way.
 func choosePlugins(cfg Config, py *pyplugin.Set, mcpPlugins []*plugin.Plugin) ([]*plugin.Plugin, error) {
-	goPlugins := cfg.Runtime.Plugins
+	goPlugins := cfg.Host.Plugins
 	if goPlugins == nil {
 		goPlugins = pluginhost.Registered()
 	}
@@ -414,8 +440,8 @@ func (a *App) openStore(ctx context.Context, cfg Config) error {
 }
 
 // Close closes every part in reverse order of opening: the agent lets
-// turns finish until ctx ends, the runtime stops its sandboxes and runs
-// the plugins' cleanup hooks, and the database goes last.
+// turns finish until ctx ends, the host runs the plugins' cleanup hooks,
+// the runtime stops its sandboxes, and the database goes last.
 func (a *App) Close(ctx context.Context) error {
 	var errs []error
 	for i := len(a.closers) - 1; i >= 0; i-- {

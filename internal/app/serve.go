@@ -48,7 +48,7 @@ func Serve(ctx context.Context, cfg Config, opts server.Options) (_ *Served, err
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	srv, err := server.New(server.Parts{
-		Runtime: a.Runtime, Chats: a.Chats, Agent: a.Agent, Users: a.Users, Store: a.Store,
+		Runtime: a.Runtime, Host: a.Host, Chats: a.Chats, Agent: a.Agent, Users: a.Users, Store: a.Store,
 		Deliveries: a.Deliveries, Metrics: a.Metrics, Adapters: a.Adapters, DB: a.DB,
 		Files: cfg.Runtime.Files, CallTimeout: cfg.Runtime.CallTimeout, Model: a.Model,
 	}, opts)

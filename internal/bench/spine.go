@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nekro-go/nekro/internal/app"
+	"github.com/nekro-go/nekro/internal/host"
 	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
@@ -106,13 +107,13 @@ func Spine(ctx context.Context, w io.Writer, dataDir, python string, opt SpineOp
 		return err
 	}
 	coldApp, err := app.Open(ctx, app.Config{DataDir: dataDir, PluginDirs: []string{pyDir}, Sandbox: app.SandboxConfig{Python: python},
-		Runtime: runtime.Config{Plugins: []*plugin.Plugin{p},
-			Limits: sandbox.Limits{Timeout: 10 * time.Minute, OutputBytes: 64 << 20}}})
+		Host:    host.Config{Plugins: []*plugin.Plugin{p}},
+		Runtime: runtime.Config{Limits: sandbox.Limits{Timeout: 10 * time.Minute, OutputBytes: 64 << 20}}})
 	if err != nil {
 		return err
 	}
 	defer coldApp.Close(ctx)
-	rt := coldApp.Runtime
+	rt := coldApp.Host
 	if python == "" {
 		python = "/usr/bin/python3"
 	}
@@ -123,14 +124,14 @@ func Spine(ctx context.Context, w io.Writer, dataDir, python string, opt SpineOp
 	// active chat (Config.WarmSpares, what `nekro serve` uses); the chat's
 	// previous run ended 50 ms earlier, less than any model reply takes.
 	warmApp, err := app.Open(ctx, app.Config{DataDir: dataDir + "-warm", Sandbox: app.SandboxConfig{Python: python},
-		Runtime: runtime.Config{Plugins: []*plugin.Plugin{p}, WarmSpares: true}})
+		Host: host.Config{Plugins: []*plugin.Plugin{p}}, Runtime: runtime.Config{WarmSpares: true}})
 	if err != nil {
 		return err
 	}
 	defer warmApp.Close(ctx)
-	warmRT := warmApp.Runtime
+	warmRT := warmApp.Host
 	var bare, cold, warm, inProc []time.Duration
-	timed := func(r *runtime.Runtime) (time.Duration, *runtime.ExecResult, error) {
+	timed := func(r *host.Host) (time.Duration, *runtime.ExecResult, error) {
 		t := time.Now()
 		res, err := r.Exec(ctx, runtime.ExecRequest{ChatKey: "bench", Code: "pass"})
 		if err == nil && res.StopType != sandbox.Normal {
@@ -334,19 +335,19 @@ func plotFloors(ctx context.Context, python string, runs int) (inProcess, forked
 // run 50 ms after the previous one ended.
 func activeChatRows(ctx context.Context, w io.Writer, dataDir, python string, p *plugin.Plugin, runs, zygotes int, bare time.Duration) error {
 	srv, err := app.Serve(ctx, app.Config{DataDir: dataDir + "-serve", Sandbox: app.SandboxConfig{Python: python, Zygotes: zygotes},
-		Runtime: runtime.Config{Plugins: []*plugin.Plugin{p}, WarmSpares: true}},
+		Host: host.Config{Plugins: []*plugin.Plugin{p}}, Runtime: runtime.Config{WarmSpares: true}},
 		server.Options{Listen: "127.0.0.1:0", Token: "bench", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return fmt.Errorf("start the server: %w", err)
 	}
 	defer srv.Shutdown(context.WithoutCancel(ctx))
 	activeApp, err := app.Open(ctx, app.Config{DataDir: dataDir + "-active", Sandbox: app.SandboxConfig{Python: python, Zygotes: zygotes},
-		Runtime: runtime.Config{Plugins: []*plugin.Plugin{p}, WarmSpares: true}})
+		Host: host.Config{Plugins: []*plugin.Plugin{p}}, Runtime: runtime.Config{WarmSpares: true}})
 	if err != nil {
 		return err
 	}
 	defer activeApp.Close(ctx)
-	rt := activeApp.Runtime
+	rt := activeApp.Host
 	run := func(code string) (time.Duration, time.Duration, error) {
 		t := time.Now()
 		res, err := rt.Exec(ctx, runtime.ExecRequest{ChatKey: "active", Code: code})
@@ -463,7 +464,7 @@ func activeChatRows(ctx context.Context, w io.Writer, dataDir, python string, p 
 			ms(sf.P50), stats.Ratio(sg.P50, sf.P50), stats.Ratio(sgi.P50, sf.P50))
 	}
 	fmt.Fprintf(w, "`pass` through POST /api/chats/{chat}/exec  p50 %6.1f ms  p99 %6.1f ms  (goal p50 <= 5 ms)\n", ms(sa.P50), ms(sa.P99))
-	if b, ok := rt.Runner().(*bwrap.Runner); ok {
+	if b, ok := rt.Runtime().Runner().(*bwrap.Runner); ok {
 		for _, z := range b.ZygoteStats() {
 			fmt.Fprintf(w, "the chat's zygote (bwrap, zygote, armed spare) holds %.1f MiB PSS\n", float64(z.PSS)/(1<<20))
 		}

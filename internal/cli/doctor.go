@@ -55,7 +55,7 @@ func newDoctorCmd(g *globals) *cobra.Command {
 			} else {
 				fmt.Fprintf(out, "ok   KV quota: %s per plugin (--kv-quota)\n", (*byteSize)(&q))
 			}
-			res, err := rt.Exec(ctx, runtime.ExecRequest{ChatKey: "__doctor__", Limits: sandbox.Limits{Timeout: 20 * time.Second},
+			res, err := a.Host.Exec(ctx, runtime.ExecRequest{ChatKey: "__doctor__", Limits: sandbox.Limits{Timeout: 20 * time.Second},
 				Code: `import socket
 try:
     socket.create_connection(("1.1.1.1", 53), timeout=1)
@@ -70,10 +70,10 @@ print("python ok")`})
 				return fmt.Errorf("sandboxed run ended %s:\n%s", res.StopType, res.Output)
 			}
 			fmt.Fprintf(out, "ok   sandboxed python runs (%d ms); %s", res.DurationMS, strings.SplitN(res.Output, "\n", 2)[0]+"\n")
-			for key, reason := range rt.Registry().Disabled() {
+			for key, reason := range a.Host.Registry().Disabled() {
 				fmt.Fprintf(out, "warn plugin %s disabled: %s\n", key, reason)
 			}
-			fmt.Fprintf(out, "ok   %d plugins enabled, %d sandbox methods\n", len(rt.Registry().Plugins()), len(rt.Registry().Methods()))
+			fmt.Fprintf(out, "ok   %d plugins enabled, %d sandbox methods\n", len(a.Host.Registry().Plugins()), len(a.Host.Registry().Methods()))
 			return doctorPlatforms(ctx, out) // platforms.go
 		},
 	}

@@ -43,7 +43,7 @@ var commandFlags = map[string][]string{
 	"exec":   runtimeFlagNames,
 	"serve":  runtimeFlagNames,
 	"doctor": runtimeFlagNames,
-	"chats":  runtimeFlagNames, // chats open the runtime: reset runs plugins' hooks
+	"chats":  runtimeFlagNames, // chats open the host: reset runs plugins' hooks
 	// Listing plugins starts Python plugins' processes; nothing else.
 	"plugins":         {"data", "log-level", "plugins", "plugin-dir", "python-index", "mcp-config"},
 	"plugins config":  {"plugin-data-quota"}, // the settings file lives on the plugin's data volume

@@ -42,7 +42,7 @@ A desktop client's config entry:
 				return err
 			}
 			defer a.Close(ctx)
-			srv := mcp.NewServer(mcp.ServerConfig{Runtime: a.Runtime, Store: a.Store, Chats: a.Chats,
+			srv := mcp.NewServer(mcp.ServerConfig{Host: a.Host, Store: a.Store, Chats: a.Chats,
 				Files: cfg.Runtime.Files, CallTimeout: cfg.Runtime.CallTimeout, Log: cfg.Log})
 			return srv.ServeStdio(ctx, id)
 		},

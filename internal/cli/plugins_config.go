@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nekro-go/nekro/internal/app"
+	"github.com/nekro-go/nekro/internal/host"
 	"github.com/nekro-go/nekro/internal/pluginstate"
-	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -45,7 +45,7 @@ numbers, text as it is, lists and mappings as JSON.`,
 			}
 			rc := cfg.Runtime
 			rc.DataDir, rc.Log = cfg.DataDir, cfg.Log
-			f, release, err := runtime.OpenPluginConfig(cmd.Context(), rc, p)
+			f, release, err := host.OpenPluginConfig(cmd.Context(), rc, p)
 			if err != nil {
 				return err
 			}

@@ -1,5 +1,6 @@
 // Package cli implements the nekro command line. Each subcommand lives in
-// its own file and only parses flags and calls the runtime.
+// its own file and only parses flags and calls the parts internal/app
+// assembles.
 package cli
 
 import (

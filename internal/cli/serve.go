@@ -59,8 +59,8 @@ until --shutdown-timeout, then their runs are stopped.`,
 			ac := g.config()
 			ac.Runtime.WarmSpares = true
 			ac.Runtime.SharedIdle = 30 * time.Minute
-			ac.Runtime.FireTimers = true
-			ac.Runtime.TimerTurnsPerHour = timerTurns
+			ac.Host.FireTimers = true
+			ac.Host.TimerTurnsPerHour = timerTurns
 			ac.Sandbox.Zygotes = zygotes
 			ac.LLM = llm.ConfigFromEnv()
 			ac.LLM.BaseURL, ac.LLM.Model = baseURL, model

@@ -23,8 +23,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/nekro-go/nekro/internal/host"
 	"github.com/nekro-go/nekro/internal/pluginhost"
-	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -111,23 +111,23 @@ func Load(ctx context.Context, opts Options) (*Set, error) {
 	return set, nil
 }
 
-// Attach lets the servers' tools lists change the runtime's plugins while
+// Attach lets the servers' tools lists change the host's plugins while
 // it runs: when a server says its tools changed
 // (notifications/tools/list_changed) or lists other tools after a
 // restart, its plugin mcp.NAME is rebuilt from the new list and replaces
-// the old one (runtime.ReplacePlugin): the next runs' stubs and prompts,
+// the old one (host.ReplacePlugin): the next runs' stubs and prompts,
 // the API's plugin lists and /mcp offer the new tools; a run in progress
 // keeps its own. Plugins holds the plugins as loaded, not the
 // replacements. A change seen before Attach is applied by it.
-func (s *Set) Attach(rt *runtime.Runtime) {
+func (s *Set) Attach(h *host.Host) {
 	keys := make([]string, len(s.Plugins))
 	for i, p := range s.Plugins {
 		keys[i] = p.Key()
 	}
-	rt.Registry().Dynamic(keys...)
+	h.Registry().Dynamic(keys...)
 	for _, c := range s.conns {
 		c.mu.Lock()
-		c.replace = rt.ReplacePlugin
+		c.replace = h.ReplacePlugin
 		c.mu.Unlock()
 		c.remount()
 	}
@@ -161,7 +161,7 @@ type conn struct {
 	started  time.Time
 	closed   bool
 	live     map[string]bool // tools the running server lists; nil until listed
-	// replace puts a rebuilt plugin in the runtime (Set.Attach); nil
+	// replace puts a rebuilt plugin in the host (Set.Attach); nil
 	// before.
 	replace func(*plugin.Plugin) error
 
@@ -503,7 +503,7 @@ func (c *conn) ended(s *mcp.ClientSession, err error) {
 // and when it says they changed): the methods of tools it no longer lists
 // leave the next runs' stubs and prompt at once, the list is kept in the
 // state file for the next starts of nekro, and the plugin is rebuilt and
-// replaced once attached to a runtime (remount).
+// replaced once attached to a host (remount).
 func (c *conn) relist(s *mcp.ClientSession) {
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 	defer cancel()
@@ -528,8 +528,8 @@ func (c *conn) relist(s *mcp.ClientSession) {
 }
 
 // remount rebuilds the plugin from the newest tools list and puts it in
-// the runtime, if the list differs from the mounted plugin's and a
-// runtime is attached. A plugin that cannot replace the old one (a method
+// the host, if the list differs from the mounted plugin's and a
+// host is attached. A plugin that cannot replace the old one (a method
 // name another plugin has) is logged, and the old one stays.
 func (c *conn) remount() {
 	c.remountMu.Lock()

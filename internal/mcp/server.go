@@ -38,12 +38,12 @@ import (
 
 	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/files"
+	"github.com/nekro-go/nekro/internal/host"
 	"github.com/nekro-go/nekro/internal/keys"
 	"github.com/nekro-go/nekro/internal/kv"
 	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/pysig"
 	"github.com/nekro-go/nekro/internal/rpc"
-	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/users"
 	"github.com/nekro-go/nekro/plugin"
 )
@@ -57,9 +57,10 @@ const MetaMethodType = "nekro/method_type"
 
 // ServerConfig is what a Server calls methods with.
 type ServerConfig struct {
-	Runtime *runtime.Runtime
-	Store   *kv.Store
-	Chats   *chat.Service
+	// Host hosts the plugins whose methods are served.
+	Host  *host.Host
+	Store *kv.Store
+	Chats *chat.Service
 	// Files tunes the file bridge of the calls (as the runtime's).
 	Files files.Options
 	// CallTimeout bounds a call unless its method sets its own; zero is
@@ -96,7 +97,7 @@ type Server struct {
 	handlers map[Identity]*mcp.StreamableHTTPHandler
 }
 
-// NewServer returns a server of the runtime's plugins.
+// NewServer returns a server of the host's plugins.
 func NewServer(cfg ServerConfig) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -197,9 +198,9 @@ type binding struct {
 
 // visible returns the methods id's chat may call now: the enabled
 // plugins', each plugin's method filter applied as for a turn
-// (Runtime.ChatMethods: a filter that fails or is late shows all).
+// (Host.ChatMethods: a filter that fails or is late shows all).
 func (s *Server) visible(ctx context.Context, id Identity) []*pluginhost.MethodInfo {
-	return s.cfg.Runtime.ChatMethods(ctx, id.ChatKey, id.UserID)
+	return s.cfg.Host.ChatMethods(ctx, id.ChatKey, id.UserID)
 }
 
 // sync brings the server's tools to the methods the chat sees now.
@@ -402,7 +403,7 @@ type onlyMethod struct {
 }
 
 func (o onlyMethod) Method(name string) (*pluginhost.MethodInfo, error) {
-	m, err := o.s.cfg.Runtime.Registry().Method(name)
+	m, err := o.s.cfg.Host.Registry().Method(name)
 	if err != nil {
 		return nil, err
 	}
@@ -463,7 +464,7 @@ func (s *Server) env(id Identity) (*pluginhost.RunEnv, *chat.RunSender, error) {
 	if s.cfg.Store != nil {
 		env.StoreFor = func(p *plugin.Plugin) plugin.Store { return s.cfg.Store.For(p.Key()) }
 	}
-	fsys, err := files.NewFS(s.cfg.Runtime.Layout(), env.RunInfo, s.cfg.Files)
+	fsys, err := files.NewFS(s.cfg.Host.Runtime().Layout(), env.RunInfo, s.cfg.Files)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -471,7 +472,7 @@ func (s *Server) env(id Identity) (*pluginhost.RunEnv, *chat.RunSender, error) {
 	var snd *chat.RunSender
 	if s.cfg.Chats != nil {
 		snd = s.cfg.Chats.Sender(id.ChatKey, 0)
-		env.Chat = screened{RunSender: snd, rt: s.cfg.Runtime, chatKey: id.ChatKey}
+		env.Chat = screened{RunSender: snd, host: s.cfg.Host, chatKey: id.ChatKey}
 	}
 	return env, snd, nil
 }
@@ -480,12 +481,12 @@ func (s *Server) env(id Identity) (*pluginhost.RunEnv, *chat.RunSender, error) {
 // hooks, as a sandbox run's are.
 type screened struct {
 	*chat.RunSender
-	rt      *runtime.Runtime
+	host    *host.Host
 	chatKey string
 }
 
 func (s screened) AddSystem(ctx context.Context, text string, wake bool) error {
-	switch s.rt.SystemMessageSignal(ctx, s.chatKey, text) {
+	switch s.host.SystemMessageSignal(ctx, s.chatKey, text) {
 	case plugin.BlockAll:
 		return nil
 	case plugin.BlockTrigger:

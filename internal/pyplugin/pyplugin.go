@@ -155,7 +155,7 @@ func Load(ctx context.Context, opts Options) (*Set, error) {
 }
 
 // Close stops every process. The plugins' cleanup hooks must have run
-// (the runtime runs them when it closes).
+// (the plugin host runs them when it closes).
 func (s *Set) Close() error {
 	for _, h := range s.hosts {
 		h.close()

@@ -1,4 +1,4 @@
-// Package registry holds the plugins enabled in one runtime: it checks that
+// Package registry holds the plugins enabled in one host: it checks that
 // their method names do not clash, looks methods up for the RPC server, runs
 // lifecycle hooks and renders the method docs the AI reads.
 //
@@ -68,7 +68,7 @@ func New(plugins []*plugin.Plugin, log *slog.Logger) (*Registry, error) {
 }
 
 // Dynamic lets Replace change the methods of the plugins with these keys
-// while the runtime runs (an MCP server's tools). Other plugins' methods
+// while the host runs (an MCP server's tools). Other plugins' methods
 // are fixed: a compiled-in plugin is never swapped by mistake.
 func (r *Registry) Dynamic(keys ...string) {
 	r.mu.Lock()
@@ -250,7 +250,7 @@ func (r *Registry) find(key string) *plugin.Plugin {
 	return nil
 }
 
-// SetEnabled turns the plugin with key on or off while the runtime runs.
+// SetEnabled turns the plugin with key on or off while the host runs.
 // Turning it on runs its init hooks first if they never ran (a failure
 // keeps it off, disabled with the reason, and is returned), then its
 // OnEnabled hooks; turning it off hides its methods from prompts, stubs

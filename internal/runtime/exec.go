@@ -31,7 +31,8 @@ type ExecRequest struct {
 	// OnResult is called after each successful method call, in order.
 	OnResult func(m *pluginhost.MethodInfo, result json.RawMessage)
 	// Chat receives what plugins send to the chat (ctx.SendText and
-	// friends); nil leaves the run without one.
+	// friends); nil leaves the run without one. The host screens its
+	// system messages with the plugins' hooks (host.Exec).
 	Chat pluginhost.ChatSender
 	// Model answers the run's plugins' Ctx.AskModel; nil: unavailable.
 	Model func(ctx context.Context, group string, parts []plugin.ContentPart) (string, error)
@@ -39,9 +40,24 @@ type ExecRequest struct {
 	// unavailable.
 	History func(ctx context.Context, limit int) ([]string, error)
 	// Methods are the methods the run's code may call (its stubs, and
-	// the only ones its calls reach): the chat's view (ChatView). Nil
-	// means every enabled plugin's.
+	// the only ones its calls reach), given by the host: the chat's view
+	// (host.ChatMethods) or every enabled plugin's (host.Exec). Nil: the
+	// run's code calls none.
 	Methods []*pluginhost.MethodInfo
+	// Plugins, when set, is asked at each call what the plugins are now
+	// (the host's registry): a method answers only while its plugin stays
+	// enabled, and one a dynamic plugin replaced since the run started
+	// still answers as the run's own. Nil: Methods answer as given.
+	Plugins Plugins
+}
+
+// Plugins is what a run's calls are checked against while it runs: the
+// enabled plugins now (*registry.Registry).
+type Plugins interface {
+	// Method returns the enabled method with the given Python name.
+	Method(name string) (*pluginhost.MethodInfo, error)
+	// Plugin returns the enabled plugin with the given key.
+	Plugin(key string) (*plugin.Plugin, error)
 }
 
 // ExecResult is what a run produced. Its JSON form is what `nekro exec
@@ -83,9 +99,9 @@ func (rt *Runtime) limits(override sandbox.Limits) sandbox.Limits {
 	return l
 }
 
-// Exec runs code in the chat's sandbox with every enabled plugin's methods
-// callable, and waits for it to end. An error means the run could not
-// happen; what the code did (even crashing) is in the result.
+// Exec runs code in the chat's sandbox with req.Methods callable, and
+// waits for it to end. An error means the run could not happen; what the
+// code did (even crashing) is in the result.
 func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error) {
 	if err := keys.Scope("chat", req.ChatKey); err != nil {
 		return nil, err
@@ -109,9 +125,6 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 		defer rt.janitor.end(dir)
 	}
 	methods := req.Methods
-	if methods == nil {
-		methods = rt.registry.Methods()
-	}
 	var pr *preparedRun
 	if rt.spares != nil {
 		pr = rt.spares.take(spareKey(req.ChatKey, limits, methods))
@@ -249,11 +262,8 @@ func (rt *Runtime) release(ctx context.Context, pr *preparedRun, req ExecRequest
 	env := &pluginhost.RunEnv{RunInfo: plugin.RunInfo{
 		RunID: pr.id, ChatKey: req.ChatKey, UserID: req.UserID, ContainerKey: pr.containerKey,
 	}}
-	env.StoreFor = rt.storeFor
+	env.StoreFor = rt.cfg.StoreFor
 	env.Chat = req.Chat
-	if req.Chat != nil {
-		env.Chat = screenedSender{ChatSender: req.Chat, rt: rt, chatKey: req.ChatKey}
-	}
 	env.Model = req.Model
 	env.History = req.History
 	fsys, err := files.NewFS(rt.layout, env.RunInfo, rt.cfg.Files)
@@ -261,6 +271,7 @@ func (rt *Runtime) release(ctx context.Context, pr *preparedRun, req ExecRequest
 		return err
 	}
 	env.FS = fsys
+	pr.plugins.Store(&req.Plugins)
 	pr.srv.Bind(env, req.OnResult)
 	if err := pr.proc.Release(ctx, []byte(req.Code)); err != nil {
 		return fmt.Errorf("run %s: %w", pr.id, err)
@@ -268,20 +279,33 @@ func (rt *Runtime) release(ctx context.Context, pr *preparedRun, req ExecRequest
 	return nil
 }
 
-// runMethods limits a run to the methods it was given at start, and only
-// while their plugin stays enabled. A dynamic plugin replaced since the
-// run started (ReplacePlugin) still answers with the run's own method.
+// runMethods limits a run to the methods it was given at start, and,
+// when its request named the plugins (ExecRequest.Plugins), only while
+// their plugin stays enabled: a dynamic plugin replaced since the run
+// started (host.ReplacePlugin) still answers with the run's own method.
 type runMethods struct {
-	rt      *Runtime
-	allowed []*pluginhost.MethodInfo
+	rt *Runtime
+	pr *preparedRun
 }
 
 func (r runMethods) Method(name string) (*pluginhost.MethodInfo, error) {
 	if name == sandbox.PipMethod { // the run's pip (see pip.go)
 		return r.rt.pip, nil
 	}
-	m, err := r.rt.registry.Method(name)
-	for _, a := range r.allowed {
+	var plugins Plugins
+	if p := r.pr.plugins.Load(); p != nil {
+		plugins = *p
+	}
+	if plugins == nil {
+		for _, a := range r.pr.methods {
+			if a.Name == name {
+				return a, nil
+			}
+		}
+		return nil, fmt.Errorf("method %q is not enabled for this run", name)
+	}
+	m, err := plugins.Method(name)
+	for _, a := range r.pr.methods {
 		if a.Name != name {
 			continue
 		}
@@ -293,7 +317,7 @@ func (r runMethods) Method(name string) (*pluginhost.MethodInfo, error) {
 		}
 		// Replaced or removed since the run started: the run's own
 		// method, while its plugin stays enabled.
-		if _, perr := r.rt.registry.Plugin(a.Plugin().Key()); perr == nil {
+		if _, perr := plugins.Plugin(a.Plugin().Key()); perr == nil {
 			return a, nil
 		}
 		break

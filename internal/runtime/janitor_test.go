@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nekro-go/nekro/internal/app/apptest"
+	"github.com/nekro-go/nekro/internal/app"
+	"github.com/nekro-go/nekro/internal/host"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/testutil"
 	"github.com/nekro-go/nekro/plugin"
@@ -17,9 +18,8 @@ import (
 // A sandbox's /app/shared is emptied once idle for Config.SharedIdle, and
 // not while it is in use.
 func TestIdleSharedDirectoriesAreEmptied(t *testing.T) {
-	rt, err := apptest.OpenRuntime(t, runtime.Config{
-		DataDir: testutil.DataDir(t), Plugins: []*plugin.Plugin{testPlugin()}, SharedIdle: 800 * time.Millisecond,
-	})
+	rt, err := openRuntime(t, app.Config{DataDir: testutil.DataDir(t), Host: host.Config{Plugins: []*plugin.Plugin{testPlugin()}},
+		Runtime: runtime.Config{SharedIdle: 800 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

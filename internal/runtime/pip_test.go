@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/nekro-go/nekro/internal/app"
-	"github.com/nekro-go/nekro/internal/app/apptest"
+	"github.com/nekro-go/nekro/internal/host"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/testutil"
 	"github.com/nekro-go/nekro/plugin"
@@ -162,12 +162,12 @@ print("LAYER", sorted(os.listdir("/app/shared/.packages")))
 func TestPipPackagesReachZygoteRuns(t *testing.T) {
 	data := testutil.DataDir(t)
 	wheels := wheelDir(t, data, "nekrotestpkg", 0)
-	a, err := apptest.Open(t, app.Config{DataDir: data, Sandbox: app.SandboxConfig{Zygotes: 2},
-		Runtime: runtime.Config{Plugins: []*plugin.Plugin{testPlugin()}, WarmSpares: true, PythonIndex: wheels}})
+	rt, err := openRuntime(t, app.Config{DataDir: data, Sandbox: app.SandboxConfig{Zygotes: 2},
+		Host:    host.Config{Plugins: []*plugin.Plugin{testPlugin()}},
+		Runtime: runtime.Config{WarmSpares: true, PythonIndex: wheels}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := a.Runtime
 	t.Cleanup(func() { rt.Close(context.Background()) })
 	zygoteRun(t, rt, "pass") // the chat's zygote is up before anything is installed
 	res := zygoteRun(t, rt, `

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/pluginhost"
@@ -23,6 +24,7 @@ type preparedRun struct {
 	containerKey string
 	limits       sandbox.Limits
 	methods      []*pluginhost.MethodInfo
+	plugins      atomic.Pointer[Plugins] // the run's ExecRequest.Plugins, set before its code is released
 	srv          *rpc.Server
 	proc         sandbox.Process
 	discardOnce  sync.Once
@@ -75,7 +77,7 @@ func (rt *Runtime) prepare(ctx context.Context, chatKey string, limits sandbox.L
 		runFiles[name] = b
 	}
 	cfg := rpc.Config{
-		Methods:     runMethods{rt: rt, allowed: pr.methods},
+		Methods:     runMethods{rt: rt, pr: pr},
 		CallTimeout: rt.cfg.CallTimeout,
 		Log:         rt.log.With("run", pr.id, "chat", chatKey),
 		DiskFullHint: fmt.Sprintf("a disk quota is full: each plugin's data directory holds at most %d MiB (--plugin-data-quota), "+

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -39,6 +40,34 @@ func newProvisioner(rt *Runtime) *provisioner {
 		p.volumesErr = volume.Available()
 	}
 	return p
+}
+
+// OpenLayout returns the data directory's layout for a command that runs
+// no sandbox (`nekro plugins config`): its chat and plugin directories
+// are made available as a running runtime makes them (a volume is
+// mounted, or shared with the nekro process that holds it). Call release
+// when done.
+func OpenLayout(cfg Config) (layout files.Layout, release func(), err error) {
+	if cfg.DataDir == "" {
+		cfg.DataDir = "data"
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.PluginDataQuota <= 0 {
+		cfg.PluginDataQuota = DefaultPluginDataQuota
+	}
+	if cfg.SharedInodes <= 0 {
+		cfg.SharedInodes = DefaultSharedInodes
+	}
+	layout, err = files.NewLayout(cfg.DataDir)
+	if err != nil {
+		return files.Layout{}, nil, err
+	}
+	rt := &Runtime{cfg: cfg, layout: layout, log: cfg.Log}
+	rt.provision = newProvisioner(rt)
+	rt.layout.Provision = rt.provision
+	return rt.layout, rt.provision.close, nil
 }
 
 // chatUID returns the uid and gid chatKey's sandboxes run as, or -1, -1

@@ -1,11 +1,15 @@
-// Package runtime wires nekro's parts together: the data directory, the
-// enabled plugins, the sandbox backend and the per-run RPC servers. The CLI
-// and the HTTP server are thin layers over a Runtime.
+// Package runtime runs code in the chats' sandboxes: it prepares a chat's
+// directories (volumes, package layer), starts a sandbox with the run's
+// method stubs and RPC server, keeps warm spares, bounds and observes runs
+// and decides how each ended. It knows the plugins only as the methods a
+// run is given (ExecRequest.Methods): which plugins are enabled, their
+// hooks, settings, timers and tasks are package host's, and what the
+// runtime needs from outside (the backend, the chats' uids, the plugins'
+// stores) it is given by the assembler, internal/app.
 package runtime
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,20 +19,14 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nekro-go/nekro/internal/db"
 	"github.com/nekro-go/nekro/internal/files"
-	"github.com/nekro-go/nekro/internal/kv"
-	"github.com/nekro-go/nekro/internal/pluginconfig"
 	"github.com/nekro-go/nekro/internal/pluginhost"
-	"github.com/nekro-go/nekro/internal/pluginstate"
-	"github.com/nekro-go/nekro/internal/registry"
 	"github.com/nekro-go/nekro/internal/sandbox"
-	"github.com/nekro-go/nekro/internal/schedule"
 	"github.com/nekro-go/nekro/plugin"
 )
 
-// Config configures a Runtime. The zero value plus DataDir, DB and Store
-// is a working single-machine setup.
+// Config configures a Runtime. The zero value plus DataDir and Runner is a
+// working single-machine setup.
 type Config struct {
 	DataDir string // default "./data"
 	// Limits of each run; zero fields take sandbox.DefaultLimits.
@@ -37,8 +35,6 @@ type Config struct {
 	CallTimeout time.Duration
 	// MaxConcurrentRuns bounds sandbox runs across all chats; default 8.
 	MaxConcurrentRuns int
-	// Plugins to enable; nil means every registered plugin.
-	Plugins []*plugin.Plugin
 	// WarmSpares keeps one started sandbox per recently active chat so the
 	// chat's next run skips sandbox start-up (about 15 ms here). Worth it
 	// for a long-running server; a one-shot command leaves it off.
@@ -77,19 +73,11 @@ type Config struct {
 	// Files tunes the file bridge: download cap, timeout, and whether
 	// downloads may reach private addresses.
 	Files files.Options
-	// DB is the database the chats' sandbox uids are kept in, and Store
-	// the plugins' KV store on it; both required, both opened and closed
-	// by the caller (see internal/app).
-	DB    db.Handle
-	Store *kv.Store
-	Log   *slog.Logger
-	// FireTimers makes this runtime fire plugins' due timers (nekro
-	// serve); every runtime may set and list them.
-	FireTimers bool
-	// TimerTurnsPerHour bounds the turns one chat's timers may wake in
-	// any hour (--timer-turns-per-hour); a firing past it adds its
-	// message without a turn. 0: no bound.
-	TimerTurnsPerHour int
+	// StoreFor gives a run's methods their plugin's KV namespace (the
+	// run's chat and user reach it through the scopes of plugin.Ctx);
+	// nil leaves runs without a store.
+	StoreFor func(*plugin.Plugin) plugin.Store
+	Log      *slog.Logger
 	// Observer, when set, is told how every run ended (nekro's metrics).
 	Observer RunObserver
 	// PythonIndex is where `pip install` in a run installs from, into the
@@ -122,59 +110,35 @@ type UIDs interface {
 
 // Runtime is an open nekro instance.
 type Runtime struct {
-	cfg         Config
-	layout      files.Layout
-	registry    *registry.Registry
-	runner      sandbox.Runner
-	log         *slog.Logger
-	runSlots    chan struct{}
-	runsDir     string   // this process's run directories (Docker)
-	spares      *spares  // nil unless Config.WarmSpares
-	janitor     *janitor // nil unless Config.SharedIdle
-	store       *kv.Store
-	uids        UIDs // nil when sandboxes run as nekro's own uid
-	provision   *provisioner
-	bg          sync.WaitGroup
-	closeOnce   sync.Once
-	stubs       sync.Map                      // method set -> api_caller.py (apiCaller)
-	configs     map[string]*pluginconfig.File // by plugin key; set before init hooks, read-only after
-	states      *pluginstate.Store            // which plugins the operator turned off
-	timers      *schedule.Store               // plugins' timers
-	stateMu     sync.Mutex                    // serialises applying state changes
-	stopWatch   context.CancelFunc
-	pushMu      sync.Mutex
-	push        func(ctx context.Context, chatKey, text string, trigger bool) error
-	tasksOnce   sync.Once
-	bgTasks     *tasks // plugins' background tasks (taskList)
-	pkgOnce     sync.Once
-	pkgs        []sandbox.Package // the sandbox's well-known packages (Packages)
-	pkgErr      error
-	pip         *pluginhost.MethodInfo // the host's side of pip install (sandbox.PipMethod)
-	pipLocks    sync.Map               // chat key -> *sync.Mutex: one install at a time per chat
-	layerMu     sync.Mutex             // serialises trustPackageLayer's first look at a chat's layer
-	layers      sync.Map               // container key -> struct{}: layers known to be the installer's alone
-	timerWarned sync.Map               // chat key -> time.Time of its last "budget used up" warning
+	cfg       Config
+	layout    files.Layout
+	runner    sandbox.Runner
+	log       *slog.Logger
+	runSlots  chan struct{}
+	runsDir   string   // this process's run directories (Docker)
+	spares    *spares  // nil unless Config.WarmSpares
+	janitor   *janitor // nil unless Config.SharedIdle
+	uids      UIDs     // nil when sandboxes run as nekro's own uid
+	provision *provisioner
+	bg        sync.WaitGroup
+	closeOnce sync.Once
+	stubs     sync.Map // method set -> api_caller.py (apiCaller)
+	pkgOnce   sync.Once
+	pkgs      []sandbox.Package // the sandbox's well-known packages (Packages)
+	pkgErr    error
+	pip       *pluginhost.MethodInfo // the host's side of pip install (sandbox.PipMethod)
+	pipLocks  sync.Map               // chat key -> *sync.Mutex: one install at a time per chat
+	layerMu   sync.Mutex             // serialises trustPackageLayer's first look at a chat's layer
+	layers    sync.Map               // container key -> struct{}: layers known to be the installer's alone
 }
 
-// OnPush sets what plugins' Plugin.PushSystem calls (the agent's
-// PushSystem); until set, it fails.
-func (rt *Runtime) OnPush(f func(ctx context.Context, chatKey, text string, trigger bool) error) {
-	rt.pushMu.Lock()
-	rt.push = f
-	rt.pushMu.Unlock()
-}
-
-// Open prepares the data directory, checks the plugins and runs their init
-// hooks.
+// Open prepares the data directory and the sandbox backend.
 func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.DataDir == "" {
 		cfg.DataDir = "data"
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
-	}
-	if cfg.Store == nil || (cfg.DB.SQLite == nil && cfg.DB.Postgres == nil) {
-		return nil, fmt.Errorf("runtime: a database and a KV store are required (internal/app opens them)")
 	}
 	if cfg.Runner == nil {
 		return nil, fmt.Errorf("runtime: a sandbox backend is required (internal/app chooses it)")
@@ -201,16 +165,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	plugins := cfg.Plugins
-	if plugins == nil {
-		plugins = pluginhost.Registered()
-	}
-	reg, err := registry.New(plugins, cfg.Log)
-	if err != nil {
-		return nil, fmt.Errorf("plugins: %w", err)
-	}
-	rt := &Runtime{cfg: cfg, layout: layout, registry: reg, log: cfg.Log, store: cfg.Store,
-		runSlots: make(chan struct{}, cfg.MaxConcurrentRuns)}
+	rt := &Runtime{cfg: cfg, layout: layout, log: cfg.Log, runSlots: make(chan struct{}, cfg.MaxConcurrentRuns)}
 	rt.pip = rt.newPipMethod()
 	rt.runner, rt.uids = cfg.Runner, cfg.UIDs
 	if s, ok := rt.runner.(sandbox.Sweeper); ok {
@@ -239,146 +194,19 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.SharedIdle > 0 {
 		rt.janitor = newJanitor(rt, cfg.SharedIdle)
 	}
-	// Settings live in the plugins' data directories, volumes each: they
-	// are mounted at once, not one after the other (about 20 ms each).
-	rt.configs = map[string]*pluginconfig.File{}
-	var cmu sync.Mutex
-	var cwg sync.WaitGroup
-	for _, p := range reg.Plugins() {
-		cwg.Go(func() {
-			f, err := openConfig(rt.layout, p)
-			if err != nil {
-				cfg.Log.Error("plugin settings unavailable: the plugin runs with its defaults", "plugin", p.Key(), "err", err)
-				return
-			}
-			if f != nil {
-				cmu.Lock()
-				rt.configs[p.Key()] = f
-				cmu.Unlock()
-			}
-		})
-	}
-	cwg.Wait()
-	for _, p := range reg.Plugins() {
-		pluginhost.Bind(p, hostServices{rt: rt, p: p})
-	}
-	if rt.states, err = pluginstate.Open(ctx, cfg.DB); err != nil {
-		return nil, err
-	}
-	if rt.timers, err = schedule.Open(ctx, cfg.DB); err != nil {
-		return nil, err
-	}
-	off, err := rt.states.Disabled(ctx)
-	if err != nil {
-		return nil, err
-	}
-	reg.TurnOff(off)
-	reg.Init(ctx)
-	watch, stop := context.WithCancel(context.WithoutCancel(ctx))
-	rt.stopWatch = stop
-	rt.bg.Add(1)
-	go rt.watchPluginState(watch)
-	if cfg.FireTimers {
-		rt.bg.Add(1)
-		go rt.fireTimers(watch)
-	}
 	return rt, nil
 }
 
-// pluginStatePoll is how often a runtime looks for plugins enabled or
-// disabled by another process (nekro plugins enable|disable, a replica).
-const pluginStatePoll = time.Second
-
-// watchPluginState applies the operator's enable/disable choices made
-// elsewhere until ctx ends.
-func (rt *Runtime) watchPluginState(ctx context.Context) {
-	defer rt.bg.Done()
-	t := time.NewTicker(pluginStatePoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		off, err := rt.states.Disabled(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				rt.log.Warn("cannot read which plugins are enabled", "err", err)
-			}
-			continue
-		}
-		rt.applyPluginState(ctx, off)
-	}
-}
-
-// applyPluginState brings the registry to the operator's choices.
-func (rt *Runtime) applyPluginState(ctx context.Context, off map[string]bool) {
-	rt.stateMu.Lock()
-	defer rt.stateMu.Unlock()
-	changed := false
-	was := rt.registry.Off()
-	for _, p := range rt.registry.All() {
-		key := p.Key()
-		if off[key] == was[key] {
-			continue
-		}
-		if off[key] {
-			rt.cancelTasks(key) // a disabled plugin's background work stops
-		}
-		ok, err := rt.registry.SetEnabled(ctx, key, !off[key])
-		if err != nil {
-			rt.log.Error("plugin could not be enabled", "plugin", key, "err", err)
-		}
-		if ok {
-			rt.log.Info("plugin state changed", "plugin", key, "enabled", !off[key])
-			changed = true
-		}
-	}
-	if changed && rt.spares != nil {
-		rt.spares.dropAll() // their stubs list the old method set
-	}
-}
-
-// SetPluginEnabled turns a plugin on or off, for this runtime at once
-// and, through the database, for every nekro process sharing it (they
-// follow within a second) and across restarts.
-func (rt *Runtime) SetPluginEnabled(ctx context.Context, key string, on bool) error {
-	found := false
-	for _, p := range rt.registry.All() {
-		found = found || p.Key() == key
-	}
-	if !found {
-		return fmt.Errorf("no plugin %s in this runtime (see --plugins)", key)
-	}
-	if err := rt.states.Set(ctx, key, on); err != nil {
-		return err
-	}
-	off, err := rt.states.Disabled(ctx)
-	if err != nil {
-		return err
-	}
-	rt.applyPluginState(ctx, off)
-	if on {
-		if _, err := rt.registry.Plugin(key); err != nil {
-			return err // its init failed
-		}
-	}
-	return nil
-}
-
-// Close ends the warm sandboxes and runs the plugins' cleanup hooks. The
-// database and the KV store stay open: they are the caller's.
+// Close ends the warm sandboxes, the backend's own (sandbox.Closer: the
+// zygotes) and the janitor, and releases the volumes. Runs still going
+// are not waited for. Close the host first: the plugins' cleanup hooks
+// may still use their data directories.
 func (rt *Runtime) Close(ctx context.Context) error {
-	rt.closeOnce.Do(func() { rt.close(ctx) })
+	rt.closeOnce.Do(rt.close)
 	return nil
 }
 
-func (rt *Runtime) close(ctx context.Context) {
-	if rt.stopWatch != nil {
-		rt.stopWatch()
-	}
-	rt.stopTasks(ctx)
+func (rt *Runtime) close() {
 	if rt.janitor != nil {
 		rt.janitor.close()
 	}
@@ -386,24 +214,14 @@ func (rt *Runtime) close(ctx context.Context) {
 		rt.spares.close()
 	}
 	rt.bg.Wait()
-	rt.registry.Cleanup(ctx)
 	if c, ok := rt.runner.(sandbox.Closer); ok {
 		c.Close()
 	}
 	rt.provision.close()
-	if rt.states != nil {
-		rt.states.Close()
-	}
-	if rt.timers != nil {
-		rt.timers.Close()
-	}
 	if rt.runsDir != "" {
 		os.Remove(rt.runsDir) // empty unless runs are still going
 	}
 }
-
-// Registry returns the enabled plugins.
-func (rt *Runtime) Registry() *registry.Registry { return rt.registry }
 
 // Layout returns the data directory's layout.
 func (rt *Runtime) Layout() files.Layout { return rt.layout }
@@ -457,70 +275,4 @@ func (rt *Runtime) prepareDataDir() error {
 		}
 	}
 	return nil
-}
-
-// hostServices is what a plugin sees of the runtime outside a run.
-type hostServices struct {
-	rt *Runtime
-	p  *plugin.Plugin
-}
-
-func (h hostServices) Store() plugin.Store { return h.rt.store.For(h.p.Key()) }
-
-func (h hostServices) Logger() *slog.Logger { return h.rt.log.With("plugin", h.p.Key()) }
-
-func (h hostServices) ConfigJSON() (json.RawMessage, uint64) {
-	f := h.rt.configs[h.p.Key()]
-	if f == nil {
-		return nil, 0
-	}
-	return f.JSON()
-}
-
-func (h hostServices) PushSystem(ctx context.Context, chatKey, text string, trigger bool) error {
-	h.rt.pushMu.Lock()
-	push := h.rt.push
-	h.rt.pushMu.Unlock()
-	if push == nil {
-		return plugin.ErrNoService
-	}
-	return push(ctx, chatKey, text, trigger)
-}
-
-func (h hostServices) SetConfig(changes map[string]any) error {
-	f := h.rt.configs[h.p.Key()]
-	if f == nil {
-		return fmt.Errorf("plugin %s: %w", h.p.Key(), pluginconfig.ErrNoConfig)
-	}
-	_, err := f.Set(changes)
-	return err
-}
-
-// PluginConfig returns the settings of the enabled plugin with key, or
-// nil when it declared none.
-func (rt *Runtime) PluginConfig(key string) *pluginconfig.File { return rt.configs[key] }
-
-// openConfig opens p's settings file, data/plugins/<key>/config.yaml,
-// writing the defaults when it is missing; nil when p declared none.
-func openConfig(layout files.Layout, p *plugin.Plugin) (*pluginconfig.File, error) {
-	schema, err := pluginhost.ConfigSchema(p)
-	if err != nil || schema == nil {
-		return nil, err
-	}
-	dir, err := layout.EnsurePluginDir(p.Key())
-	if err != nil {
-		return nil, err
-	}
-	f, err := pluginconfig.Open(dir, schema)
-	if err != nil {
-		return nil, err
-	}
-	if err := f.Err(); err != nil {
-		p.Logger().Error("plugin settings file is not valid: the defaults are in force until it is fixed", "err", err)
-	}
-	return f, nil
-}
-
-func (h hostServices) DataDir() (string, error) {
-	return h.rt.layout.EnsurePluginDir(h.p.Key())
 }

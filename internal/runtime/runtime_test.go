@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nekro-go/nekro/internal/app"
 	"github.com/nekro-go/nekro/internal/app/apptest"
+	"github.com/nekro-go/nekro/internal/host"
 	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
@@ -86,12 +88,32 @@ func testPlugin() *plugin.Plugin {
 	return p
 }
 
-func open(t testing.TB) *runtime.Runtime {
+// testRuntime is the runtime of an App assembled for a test. Its runs go
+// through the App's host, which gives them the enabled plugins' methods
+// as it gives every caller's runs.
+type testRuntime struct {
+	*runtime.Runtime
+	host *host.Host
+}
+
+func (r testRuntime) Exec(ctx context.Context, req runtime.ExecRequest) (*runtime.ExecResult, error) {
+	return r.host.Exec(ctx, req)
+}
+
+// openRuntime assembles an App of cfg, closed when the test ends.
+func openRuntime(t testing.TB, cfg app.Config) (testRuntime, error) {
 	t.Helper()
-	rt, err := apptest.OpenRuntime(t, runtime.Config{
-		DataDir: testutil.DataDir(t), Plugins: []*plugin.Plugin{testPlugin()},
-		Limits: sandbox.Limits{Timeout: 20 * time.Second},
-	})
+	a, err := apptest.Open(t, cfg)
+	if err != nil {
+		return testRuntime{}, err
+	}
+	return testRuntime{Runtime: a.Runtime, host: a.Host}, nil
+}
+
+func open(t testing.TB) testRuntime {
+	t.Helper()
+	rt, err := openRuntime(t, app.Config{DataDir: testutil.DataDir(t), Host: host.Config{Plugins: []*plugin.Plugin{testPlugin()}},
+		Runtime: runtime.Config{Limits: sandbox.Limits{Timeout: 20 * time.Second}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +124,7 @@ func open(t testing.TB) *runtime.Runtime {
 	return rt
 }
 
-func run(t *testing.T, rt *runtime.Runtime, code string) *runtime.ExecResult {
+func run(t *testing.T, rt testRuntime, code string) *runtime.ExecResult {
 	t.Helper()
 	res, err := rt.Exec(context.Background(), runtime.ExecRequest{ChatKey: "chat-a", UserID: "user-1", Code: code})
 	if err != nil {
@@ -489,10 +511,8 @@ func TestRunLimitsBindTheWholeRun(t *testing.T) {
 		return m
 	}
 	before := groups()
-	rt, err := apptest.OpenRuntime(t, runtime.Config{
-		DataDir: testutil.DataDir(t), Plugins: []*plugin.Plugin{testPlugin()},
-		Limits: sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 256 << 20, Processes: 32, TmpBytes: 16 << 20},
-	})
+	rt, err := openRuntime(t, app.Config{DataDir: testutil.DataDir(t), Host: host.Config{Plugins: []*plugin.Plugin{testPlugin()}},
+		Runtime: runtime.Config{Limits: sandbox.Limits{Timeout: 30 * time.Second, MemoryBytes: 256 << 20, Processes: 32, TmpBytes: 16 << 20}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,10 +589,10 @@ except OSError as e:
 // A sandbox that fills /app/shared past its quota gets it emptied, and
 // the run says so.
 func TestSharedQuotaEmptiesAnOverfullSandbox(t *testing.T) {
-	rt, err := apptest.OpenRuntime(t, runtime.Config{
-		DataDir: testutil.DataDir(t), Plugins: []*plugin.Plugin{testPlugin()}, SharedQuota: 4 << 20,
-		NoVolumes: true, // the fallback where volumes cannot be made
-	})
+	rt, err := openRuntime(t, app.Config{DataDir: testutil.DataDir(t), Host: host.Config{Plugins: []*plugin.Plugin{testPlugin()}},
+		Runtime: runtime.Config{SharedQuota: 4 << 20,
+			NoVolumes: true, // the fallback where volumes cannot be made
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -676,9 +696,8 @@ else:
 // At most Config.MaxConcurrentRuns sandboxes run at once; the others wait
 // their turn instead of failing.
 func TestConcurrentRunsAreBounded(t *testing.T) {
-	rt, err := apptest.OpenRuntime(t, runtime.Config{
-		DataDir: testutil.DataDir(t), Plugins: []*plugin.Plugin{testPlugin()}, MaxConcurrentRuns: 2,
-	})
+	rt, err := openRuntime(t, app.Config{DataDir: testutil.DataDir(t), Host: host.Config{Plugins: []*plugin.Plugin{testPlugin()}},
+		Runtime: runtime.Config{MaxConcurrentRuns: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -714,23 +733,5 @@ func TestConcurrentRunsAreBounded(t *testing.T) {
 		if overlapping > 2 {
 			t.Errorf("%d runs at once, limit 2: %v", overlapping, all)
 		}
-	}
-}
-
-// Plugins' cleanup hooks run when the runtime closes.
-func TestCleanupHooksRunOnClose(t *testing.T) {
-	p := plugin.New(plugin.Meta{ModuleName: "cleanup_probe", Author: "nekro"})
-	cleaned := 0
-	p.OnCleanup(func(context.Context) error { cleaned++; return nil })
-	rt, err := apptest.OpenRuntime(t, runtime.Config{DataDir: testutil.DataDir(t), Plugins: []*plugin.Plugin{p}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cleaned != 0 {
-		t.Fatal("cleanup ran before Close")
-	}
-	rt.Close(context.Background())
-	if cleaned != 1 {
-		t.Errorf("cleanup ran %d times on Close, want 1", cleaned)
 	}
 }

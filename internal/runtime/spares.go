@@ -50,10 +50,19 @@ func (rt *Runtime) DiscardSpares(chatKey string) {
 	}
 }
 
+// DropSpares ends every warm sandbox, also those still starting: the
+// host calls it when the enabled plugins changed, since their stubs list
+// the methods of the plugins as they were.
+func (rt *Runtime) DropSpares() {
+	if rt.spares != nil {
+		rt.spares.dropAll()
+	}
+}
+
 // spareKey is what a warm spare must match to serve a run: the chat, the
 // limits the sandbox was started with (the time limit is the host's and
 // may differ) and the methods its stubs offer, each by identity: a method
-// a dynamic plugin replaced (runtime.ReplacePlugin) under the same name,
+// a dynamic plugin replaced (host.ReplacePlugin) under the same name,
 // with another signature, is another method. (A spare holds its methods,
 // so their addresses are not reused while it waits.)
 func spareKey(chatKey string, l sandbox.Limits, methods []*pluginhost.MethodInfo) string {

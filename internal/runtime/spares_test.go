@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nekro-go/nekro/internal/app/apptest"
+	"github.com/nekro-go/nekro/internal/app"
+	"github.com/nekro-go/nekro/internal/host"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/internal/testutil"
@@ -22,8 +23,8 @@ func sandboxesOf(dir string) int {
 
 func TestWarmSparesServeTheNextRunWithItsOwnIdentity(t *testing.T) {
 	data := testutil.DataDir(t)
-	rt, err := apptest.OpenRuntime(t, runtime.Config{DataDir: data, Plugins: []*plugin.Plugin{testPlugin()},
-		WarmSpares: true, Limits: sandbox.Limits{Timeout: 20 * time.Second}})
+	rt, err := openRuntime(t, app.Config{DataDir: data, Host: host.Config{Plugins: []*plugin.Plugin{testPlugin()}},
+		Runtime: runtime.Config{WarmSpares: true, Limits: sandbox.Limits{Timeout: 20 * time.Second}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/nekro-go/nekro/internal/app"
-	"github.com/nekro-go/nekro/internal/app/apptest"
+	"github.com/nekro-go/nekro/internal/host"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/internal/sandbox/bwrap"
@@ -22,7 +22,7 @@ import (
 const zygoteMark = "import sys as _s; print('ZYGOTE' if 'numpy' in _s.modules else 'FRESH')\n"
 
 // zygoteRun runs code until a run of it comes from the chat's zygote.
-func zygoteRun(t *testing.T, rt *runtime.Runtime, code string) *runtime.ExecResult {
+func zygoteRun(t *testing.T, rt testRuntime, code string) *runtime.ExecResult {
 	t.Helper()
 	for i := 0; i < 80; i++ {
 		res, err := rt.Exec(context.Background(), runtime.ExecRequest{ChatKey: "zy", UserID: "u", Code: zygoteMark + code})
@@ -42,13 +42,13 @@ func zygoteRun(t *testing.T, rt *runtime.Runtime, code string) *runtime.ExecResu
 // (os._exit's too), the time limit (the whole run killed), the output cap;
 // and when the zygote dies, the chat's runs go on in fresh sandboxes.
 func TestZygoteRunsBehaveAsFreshRuns(t *testing.T) {
-	a, err := apptest.Open(t, app.Config{DataDir: testutil.DataDir(t), Sandbox: app.SandboxConfig{Zygotes: 2},
-		Runtime: runtime.Config{Plugins: []*plugin.Plugin{testPlugin()}, WarmSpares: true,
+	rt, err := openRuntime(t, app.Config{DataDir: testutil.DataDir(t), Sandbox: app.SandboxConfig{Zygotes: 2},
+		Host: host.Config{Plugins: []*plugin.Plugin{testPlugin()}},
+		Runtime: runtime.Config{WarmSpares: true,
 			Limits: sandbox.Limits{Timeout: 3 * time.Second, OutputBytes: 4096}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := a.Runtime
 	t.Cleanup(func() { rt.Close(context.Background()) })
 	if res := zygoteRun(t, rt, "print(add(2, 3))"); res.StopType != sandbox.Normal || !strings.Contains(res.Output, "5") {
 		t.Errorf("call: %s %q", res.StopType, res.Output)

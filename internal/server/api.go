@@ -262,14 +262,14 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		Methods []string `json:"methods"`
 	}
 	var plugins []pluginInfo
-	for _, p := range s.rt.Registry().Plugins() {
+	for _, p := range s.host.Registry().Plugins() {
 		pi := pluginInfo{Key: p.Key(), Name: p.Meta().Name, Methods: []string{}}
 		for _, m := range pluginhost.Methods(p) {
 			pi.Methods = append(pi.Methods, m.Name)
 		}
 		plugins = append(plugins, pi)
 	}
-	st := map[string]any{"model": s.Model, "plugins": plugins, "disabled_plugins": s.rt.Registry().Disabled()}
+	st := map[string]any{"model": s.Model, "plugins": plugins, "disabled_plugins": s.host.Registry().Disabled()}
 	st["adapters"] = s.parts.Adapters.Status() // chat platform connections
 	if err := s.agent.ModelError(); err != nil {
 		st["model_error"] = err.Error()
@@ -385,6 +385,6 @@ func (s *Server) mcpHandler() http.Handler {
 	if s.users != nil {
 		isMember = s.users.IsMember
 	}
-	return nekromcp.NewServer(nekromcp.ServerConfig{Runtime: s.rt, Store: s.parts.Store, Chats: s.chats,
+	return nekromcp.NewServer(nekromcp.ServerConfig{Host: s.host, Store: s.parts.Store, Chats: s.chats,
 		Files: s.parts.Files, CallTimeout: s.parts.CallTimeout, Log: s.log}).Handler(nekromcp.HTTPIdentity(isMember))
 }

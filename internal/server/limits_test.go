@@ -110,7 +110,7 @@ func TestLargeMethodResultsAreCut(t *testing.T) {
 		}
 		return llmtest.Code(`big_agent(5 << 20)`)
 	}, func(o *serveOptions) {
-		o.App.Runtime.Plugins = append(pluginhost.Registered(), bigResults())
+		o.App.Host.Plugins = append(pluginhost.Registered(), bigResults())
 	})
 	res := e.exec("c-big", "", `big_behavior(5 << 20)`)
 	if res.StopType != "NORMAL" {

@@ -59,7 +59,7 @@ func (s *Server) plugins(w http.ResponseWriter, r *http.Request) {
 		Methods     []methodView `json:"methods"`
 		Config      *configView  `json:"config"`
 	}
-	reg := s.rt.Registry()
+	reg := s.host.Registry()
 	disabled := reg.Disabled()
 	out := []pluginView{}
 	for _, p := range reg.All() {
@@ -71,7 +71,7 @@ func (s *Server) plugins(w http.ResponseWriter, r *http.Request) {
 			pv.Methods = append(pv.Methods, methodView{Name: mi.Name, Type: mi.Type.String(), Signature: pysig.Signature(mi),
 				Description: mi.Description, Doc: pysig.Doc(mi)})
 		}
-		if f := s.rt.PluginConfig(p.Key()); f != nil {
+		if f := s.host.PluginConfig(p.Key()); f != nil {
 			pv.Config = viewConfig(f)
 		}
 		out = append(out, pv)
@@ -83,7 +83,7 @@ func (s *Server) plugins(w http.ResponseWriter, r *http.Request) {
 func (s *Server) pluginConfig(w http.ResponseWriter, r *http.Request) (*pluginconfig.File, bool) {
 	key := r.PathValue("key")
 	var p *plugin.Plugin
-	for _, q := range s.rt.Registry().All() {
+	for _, q := range s.host.Registry().All() {
 		if q.Key() == key {
 			p = q
 		}
@@ -92,7 +92,7 @@ func (s *Server) pluginConfig(w http.ResponseWriter, r *http.Request) (*pluginco
 		writeError(w, http.StatusNotFound, "no plugin %s", key)
 		return nil, false
 	}
-	f := s.rt.PluginConfig(key)
+	f := s.host.PluginConfig(key)
 	if f == nil {
 		writeError(w, http.StatusNotFound, "plugin %s has no settings", key)
 		return nil, false
@@ -168,7 +168,7 @@ func numbers(v any) any {
 func (s *Server) setPluginEnabled(on bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		key := r.PathValue("key")
-		if err := s.rt.SetPluginEnabled(r.Context(), key, on); err != nil {
+		if err := s.host.SetPluginEnabled(r.Context(), key, on); err != nil {
 			status := http.StatusInternalServerError
 			if strings.HasPrefix(err.Error(), "no plugin ") {
 				status = http.StatusNotFound
@@ -185,7 +185,7 @@ func (s *Server) setPluginEnabled(on bool) http.HandlerFunc {
 // tasks answers GET /api/tasks: the plugins' background tasks, running
 // first (plugin, chat, id, status, progress, message, error, times).
 func (s *Server) tasks(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"tasks": s.rt.Tasks()})
+	writeJSON(w, http.StatusOK, map[string]any{"tasks": s.host.Tasks()})
 }
 
 // Chat list paging.

@@ -47,7 +47,7 @@ var greeter = func() *plugin.Plugin {
 func TestPluginSettingsChangeWhileServing(t *testing.T) {
 	e := startEnv(t, nil, func(o *serveOptions) {
 		o.App.PluginDirs = []string{filepath.Join("..", "pyplugin", "testdata", "plugins")}
-		o.App.Runtime.Plugins = append(pluginhost.Registered(), greeter)
+		o.App.Host.Plugins = append(pluginhost.Registered(), greeter)
 	})
 	both := func() string {
 		t.Helper()
@@ -219,7 +219,7 @@ func TestPluginsTurnOffAndOnWhileServing(t *testing.T) {
 	}
 	model := func(r llmtest.Request) llmtest.Reply { return llmtest.Code(`print("ok")`) }
 	tweak := func(o *serveOptions) {
-		o.App.Runtime.Plugins = append(pluginhost.Registered(), switchable)
+		o.App.Host.Plugins = append(pluginhost.Registered(), switchable)
 		o.App.PluginDirs = []string{pyPlugins}
 	}
 	e := startEnv(t, model, tweak)
@@ -411,7 +411,7 @@ var mottoPlugin = func() *plugin.Plugin {
 func TestPromptInjectionAndMethodFilters(t *testing.T) {
 	model := func(r llmtest.Request) llmtest.Reply { return llmtest.Code(`print("ok")`) }
 	e := startEnv(t, model, func(o *serveOptions) {
-		o.App.Runtime.Plugins = append(pluginhost.Registered(), mottoPlugin)
+		o.App.Host.Plugins = append(pluginhost.Registered(), mottoPlugin)
 		o.App.PluginDirs = []string{pyPlugins}
 	})
 	exec := func(chat, code string) string {
@@ -521,7 +521,7 @@ var gatePlugin = func() *plugin.Plugin {
 func TestMessageHooksBlockMessages(t *testing.T) {
 	model := func(r llmtest.Request) llmtest.Reply { return llmtest.Code(`print("ok")`) }
 	e := startEnv(t, model, func(o *serveOptions) {
-		o.App.Runtime.Plugins = append(pluginhost.Registered(), gatePlugin)
+		o.App.Host.Plugins = append(pluginhost.Registered(), gatePlugin)
 		o.App.PluginDirs = []string{pyPlugins} // pynotes screens messages too (mount_on_user_message)
 	})
 	var out struct {
@@ -595,7 +595,7 @@ var calcCommands = func() *plugin.Plugin {
 // a model.
 func TestChatCommandsNeedNoModel(t *testing.T) {
 	e := startEnv(t, nil, func(o *serveOptions) {
-		o.App.Runtime.Plugins = append(pluginhost.Registered(), calcCommands)
+		o.App.Host.Plugins = append(pluginhost.Registered(), calcCommands)
 		o.App.Agent.SuperUsers = []string{"root1"}
 	})
 	say := func(user, text string) string {
@@ -672,7 +672,7 @@ func TestPluginsAskTheModelGroups(t *testing.T) {
 		return llmtest.Code(`print(look())`)
 	}
 	e = startEnv(t, model, func(o *serveOptions) {
-		o.App.Runtime.Plugins = append(pluginhost.Registered(), lookPlugin)
+		o.App.Host.Plugins = append(pluginhost.Registered(), lookPlugin)
 	})
 	e.stop()
 	e.opts.App.ModelGroups = map[string]llm.Config{"vision": {BaseURL: e.model.URL, Model: "vision-model", RetryBase: time.Millisecond}}
@@ -734,7 +734,7 @@ func TestSystemPushesWakeTheAgent(t *testing.T) {
 		return llmtest.Code(`send_msg_text(_ck, "nothing to do")`)
 	}
 	e := startEnv(t, model, func(o *serveOptions) {
-		o.App.Runtime.Plugins = append(pluginhost.Registered(), wakerPlugin)
+		o.App.Host.Plugins = append(pluginhost.Registered(), wakerPlugin)
 		o.App.PluginDirs = []string{pyPlugins}
 	})
 	wait := func(chat, want string) {
@@ -803,7 +803,7 @@ func TestBackgroundTaskWakesTheAgent(t *testing.T) {
 		}
 		return llmtest.Code(`send_msg_text(_ck, "ok")`)
 	}
-	e := startEnv(t, model, func(o *serveOptions) { o.App.Runtime.Plugins = append(pluginhost.Registered(), jobPlugin) })
+	e := startEnv(t, model, func(o *serveOptions) { o.App.Host.Plugins = append(pluginhost.Registered(), jobPlugin) })
 	type taskList struct {
 		Tasks []struct {
 			ChatKey                    string `json:"chat_key"`

@@ -25,6 +25,7 @@ import (
 	"github.com/nekro-go/nekro/internal/db"
 	"github.com/nekro-go/nekro/internal/deliveries"
 	"github.com/nekro-go/nekro/internal/files"
+	"github.com/nekro-go/nekro/internal/host"
 	"github.com/nekro-go/nekro/internal/kv"
 	"github.com/nekro-go/nekro/internal/metrics"
 	"github.com/nekro-go/nekro/internal/runtime"
@@ -76,7 +77,8 @@ func (o Options) WithDefaults() Options {
 // (internal/app) and closed by it after the server's Shutdown. Adapters
 // may be nil (no chat platform).
 type Parts struct {
-	Runtime     *runtime.Runtime
+	Runtime     *runtime.Runtime // the sandboxes: the data directory, the backend's health
+	Host        *host.Host       // the plugins: lists, settings, enable/disable, tasks, MCP
 	Chats       *chat.Service
 	Agent       *agent.Agent
 	Users       *users.Store
@@ -106,6 +108,7 @@ type Server struct {
 	parts  Parts
 	log    *slog.Logger
 	rt     *runtime.Runtime
+	host   *host.Host
 	chats  *chat.Service
 	agent  *agent.Agent
 	users  *users.Store
@@ -123,7 +126,7 @@ type Server struct {
 func New(parts Parts, opts Options) (*Server, error) {
 	opts = opts.WithDefaults()
 	s := &Server{opts: opts, parts: parts, log: opts.Log, streamsDone: make(chan struct{}), served: make(chan error, 1),
-		rt: parts.Runtime, chats: parts.Chats, agent: parts.Agent, users: parts.Users, Model: parts.Model}
+		rt: parts.Runtime, host: parts.Host, chats: parts.Chats, agent: parts.Agent, users: parts.Users, Model: parts.Model}
 	s.Token = opts.Token
 	if s.Token == "" {
 		var err error

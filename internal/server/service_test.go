@@ -277,7 +277,7 @@ func TestEventStream(t *testing.T) {
 func TestResetClearsHistoryAndFiresHook(t *testing.T) {
 	resets := make(chan string, 4)
 	e := startEnv(t, echoScript(0), func(o *serveOptions) {
-		o.App.Runtime.Plugins = append(pluginhost.Registered(), resetRecorder(resets))
+		o.App.Host.Plugins = append(pluginhost.Registered(), resetRecorder(resets))
 	})
 	e.post("c-reset", "u1", "Jo", "hello")
 	e.waitTurns("c-reset", 1)

@@ -323,7 +323,7 @@ func TestUIPluginsPageInABrowser(t *testing.T) {
 	chromium := chromiumPath(t)
 	e := startEnv(t, nil, func(o *serveOptions) {
 		o.App.PluginDirs = []string{pyPlugins}
-		o.App.Runtime.Plugins = append(pluginhost.Registered(), greeter, switchable, formKinds)
+		o.App.Host.Plugins = append(pluginhost.Registered(), greeter, switchable, formKinds)
 	})
 	const secret = "s3cret-never-shown-0815"
 	if st := e.call("PUT", "/api/plugins/tester.greeter/config", map[string]any{"token": secret}, nil); st != http.StatusOK {

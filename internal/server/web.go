@@ -120,7 +120,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 		h   pluginhost.Webhook
 	}
 	var targets []target
-	for _, p := range s.rt.Registry().Plugins() { // enabled ones, now
+	for _, p := range s.host.Registry().Plugins() { // enabled ones, now
 		for _, h := range pluginhost.Webhooks(p) {
 			if h.Endpoint == endpoint {
 				targets = append(targets, target{p.Key(), h})
@@ -218,7 +218,7 @@ func (s *Server) pluginRoutes(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("key")
 	var h http.Handler
 	var public []string
-	for _, p := range s.rt.Registry().Plugins() { // enabled ones, now
+	for _, p := range s.host.Registry().Plugins() { // enabled ones, now
 		if p.Key() == key {
 			h, public = pluginhost.Routes(p)
 		}

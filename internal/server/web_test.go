@@ -85,7 +85,7 @@ func TestWebhookAuthentication(t *testing.T) {
 		return nil
 	})
 	e := startEnv(t, nil, func(o *serveOptions) {
-		o.App.Runtime.Plugins = append(pluginhost.Registered(), failing, good, tokenOnly)
+		o.App.Host.Plugins = append(pluginhost.Registered(), failing, good, tokenOnly)
 	})
 	body := []byte(`{"n":1}`)
 	const path = "/api/webhook/test_hook"
@@ -215,7 +215,7 @@ func TestPluginRoutes(t *testing.T) {
 	})
 	p.MountRoutes(mux, "/page", "/static/")
 	e := startEnv(t, nil, func(o *serveOptions) {
-		o.App.Runtime.Plugins = append(pluginhost.Registered(), p)
+		o.App.Host.Plugins = append(pluginhost.Registered(), p)
 	})
 	tok := map[string]string{"Authorization": "Bearer " + testToken}
 	check := func(path string, h map[string]string, want int, sub string) {

@@ -20,7 +20,7 @@
 //     of a title) acts only when one note matches: the reference removed
 //     the first of several, and remove_note(chat_key, "") removed the
 //     chat's oldest note.
-//   - The injected text keeps within the runtime's 4 KiB per plugin, which
+//   - The injected text keeps within the host's 4 KiB per plugin, which
 //     would otherwise cut it mid-note: when the latest
 //     NOTE_DETAIL_INJECT_LIMIT notes in full and every older title do not
 //     fit, fewer notes are detailed; when the titles alone do not fit, the
@@ -72,7 +72,7 @@ var settings = plugin.MountConfig(p, Settings{
 // keeps them: one JSON value for the whole chat.
 const storeKey = "note"
 
-// maxInject is what the prompt text may take: the runtime cuts a plugin's
+// maxInject is what the prompt text may take: the host cuts a plugin's
 // injection at 4 KiB, and a cut would lose the end of a note silently.
 const maxInject = 4000
 

@@ -218,7 +218,7 @@ print("missing:", [t for t in titles if get_note(_ck, t) != "value %%d" %% title
 }
 
 // Many long notes: the prompt lists the older ones by title, details the
-// latest, warns to clean up, and stays whole (within the runtime's bound
+// latest, warns to clean up, and stays whole (within the host's bound
 // on a plugin's text, which would otherwise cut it).
 func TestManyNotesFitThePrompt(t *testing.T) {
 	data := testutil.DataDir(t)

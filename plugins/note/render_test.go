@@ -8,7 +8,7 @@ import (
 )
 
 // However many and however long the notes, the injected text stays
-// within maxInject (the runtime would cut it mid-note), and the latest
+// within maxInject (the host would cut it mid-note), and the latest
 // note is always the one shown.
 func TestRenderStaysWithinTheBound(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)

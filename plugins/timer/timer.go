@@ -7,7 +7,7 @@
 // system message naming its description to the chat, and a turn answers
 // it. Every turn's prompt lists the chat's active timers.
 //
-// Timers are kept by the runtime's timer service (Plugin.SetTimer), in
+// Timers are kept by the host's timer service (Plugin.SetTimer), in
 // the database: they outlive restarts, a timer due while nekro was down
 // fires once when it starts and says how late it is, and of several nekro
 // processes sharing the database one fires each occurrence.

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nekro-go/nekro/internal/app"
 	"github.com/nekro-go/nekro/internal/app/apptest"
+	"github.com/nekro-go/nekro/internal/host"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/internal/sandbox/docker"
@@ -53,12 +55,13 @@ func TestDockerBackendRunsTheSameContract(t *testing.T) {
 	if err := r.Check(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	rt, err := apptest.OpenRuntime(t, runtime.Config{DataDir: testutil.DataDir(t), Runner: r,
-		Plugins: []*plugin.Plugin{testPlugin()}, Limits: sandbox.Limits{Timeout: 60 * time.Second}})
+	a, err := apptest.Open(t, app.Config{DataDir: testutil.DataDir(t), Host: host.Config{Plugins: []*plugin.Plugin{testPlugin()}},
+		Runtime: runtime.Config{Runner: r, Limits: sandbox.Limits{Timeout: 60 * time.Second}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rt.Close(context.Background())
+	defer a.Close(context.Background())
+	rt := a.Host
 	exec1 := func(code string, l sandbox.Limits) *runtime.ExecResult {
 		t.Helper()
 		res, err := rt.Exec(context.Background(), runtime.ExecRequest{ChatKey: "dk", UserID: "u9", Code: code, Limits: l})

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/nekro-go/nekro/internal/host"
 	"github.com/nekro-go/nekro/internal/llm"
 	"io"
 	"log/slog"
@@ -107,12 +108,12 @@ func Run(ctx context.Context, w io.Writer, opt Options) (*Result, error) {
 	// configured as the server's (warm spares on).
 	all := plugins()
 	bareApp, err := app.Open(ctx, app.Config{DataDir: filepath.Join(opt.DataDir, "bare"), Log: opt.Log,
-		Sandbox: app.SandboxConfig{Python: opt.Python}, Runtime: runtime.Config{WarmSpares: true, Plugins: all}})
+		Sandbox: app.SandboxConfig{Python: opt.Python}, Runtime: runtime.Config{WarmSpares: true}, Host: host.Config{Plugins: all}})
 	if err != nil {
 		return nil, err
 	}
 	defer bareApp.Close(context.WithoutCancel(ctx))
-	rt := bareApp.Runtime
+	rt := bareApp.Host
 
 	// Turns: the model answers every request at once with the same code.
 	model, err := llmtest.Start(func(r llmtest.Request) llmtest.Reply {
@@ -127,8 +128,9 @@ func Run(ctx context.Context, w io.Writer, opt Options) (*Result, error) {
 	}
 	defer model.Close()
 	srv, err := app.Serve(ctx, app.Config{DataDir: filepath.Join(opt.DataDir, "serve"),
-		Sandbox: app.SandboxConfig{Python: opt.Python}, Runtime: runtime.Config{WarmSpares: !opt.NoSpares, Plugins: all},
-		LLM: llm.Config{BaseURL: model.URL, Model: "instant"}},
+		Sandbox: app.SandboxConfig{Python: opt.Python}, Runtime: runtime.Config{WarmSpares: !opt.NoSpares},
+		Host: host.Config{Plugins: all},
+		LLM:  llm.Config{BaseURL: model.URL, Model: "instant"}},
 		server.Options{Listen: "127.0.0.1:0", Token: "bench", Log: opt.Log})
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package runtime
+package host
 
 import (
 	"context"
@@ -42,19 +42,19 @@ type ChatView struct {
 // userID, which may be empty), concurrently, each bounded by
 // TurnHookTimeout: a plugin whose filter fails or is late shows all its
 // methods; one whose injection fails or is late is left out of Context.
-func (rt *Runtime) ChatView(ctx context.Context, chatKey, userID string) ChatView {
-	return rt.chatView(ctx, chatKey, userID, true)
+func (h *Host) ChatView(ctx context.Context, chatKey, userID string) ChatView {
+	return h.chatView(ctx, chatKey, userID, true)
 }
 
 // ChatMethods is ChatView's Methods alone: only the method filters run,
 // no prompt injection, and no docs are rendered (what a run outside a
 // turn, such as the API's exec, may call).
-func (rt *Runtime) ChatMethods(ctx context.Context, chatKey, userID string) []*pluginhost.MethodInfo {
-	return rt.chatView(ctx, chatKey, userID, false).Methods
+func (h *Host) ChatMethods(ctx context.Context, chatKey, userID string) []*pluginhost.MethodInfo {
+	return h.chatView(ctx, chatKey, userID, false).Methods
 }
 
-func (rt *Runtime) chatView(ctx context.Context, chatKey, userID string, full bool) ChatView {
-	plugins := rt.registry.Plugins()
+func (h *Host) chatView(ctx context.Context, chatKey, userID string, full bool) ChatView {
+	plugins := h.registry.Plugins()
 	type answer struct {
 		methods []*pluginhost.MethodInfo
 		inject  string
@@ -71,7 +71,7 @@ func (rt *Runtime) chatView(ctx context.Context, chatKey, userID string, full bo
 			continue
 		}
 		wg.Go(func() {
-			answers[i] = rt.askPlugin(ctx, p, chatKey, userID, inject, collect)
+			answers[i] = h.askPlugin(ctx, p, chatKey, userID, inject, collect)
 		})
 	}
 	wg.Wait()
@@ -91,31 +91,31 @@ func (rt *Runtime) chatView(ctx context.Context, chatKey, userID string, full bo
 		return v
 	}
 	v.MethodDocs, v.Context = registry.RenderMethods(v.Methods), b.String()
-	v.Packages = rt.PackagesSentence(ctx)
+	v.Packages = h.rt.PackagesSentence(ctx)
 	return v
 }
 
 // PluginCtx returns a Ctx for p outside any run (hooks, commands): the
 // chat and user are those given, the store works, FS and sending do not.
-func (rt *Runtime) PluginCtx(ctx context.Context, p *plugin.Plugin, chatKey, userID string) *plugin.Ctx {
+func (h *Host) PluginCtx(ctx context.Context, p *plugin.Plugin, chatKey, userID string) *plugin.Ctx {
 	env := &pluginhost.RunEnv{RunInfo: plugin.RunInfo{ChatKey: chatKey, UserID: userID, ContainerKey: files.ContainerKey(chatKey)},
-		StoreFor: rt.storeFor}
+		StoreFor: h.storeFor}
 	return pluginhost.NewCtx(ctx, p, env)
 }
 
 // askPlugin runs one plugin's per-turn hooks.
-func (rt *Runtime) askPlugin(ctx context.Context, p *plugin.Plugin, chatKey, userID string,
+func (h *Host) askPlugin(ctx context.Context, p *plugin.Plugin, chatKey, userID string,
 	inject []func(*plugin.Ctx) (string, error), collect func(*plugin.Ctx) []string) (a struct {
 	methods []*pluginhost.MethodInfo
 	inject  string
 }) {
 	all := pluginhost.Methods(p)
 	a.methods = all
-	log := rt.log.With("plugin", p.Key(), "chat", chatKey)
+	log := h.log.With("plugin", p.Key(), "chat", chatKey)
 	hctx, cancel := context.WithTimeout(ctx, TurnHookTimeout)
 	defer cancel()
 	env := &pluginhost.RunEnv{RunInfo: plugin.RunInfo{ChatKey: chatKey, UserID: userID, ContainerKey: files.ContainerKey(chatKey)},
-		StoreFor: rt.storeFor}
+		StoreFor: h.storeFor}
 	pctx := pluginhost.NewCtx(hctx, p, env)
 	if collect != nil {
 		names, err := bounded(hctx, func() ([]string, error) { return collect(pctx), nil })
@@ -193,19 +193,19 @@ func capText(s string, n int) string {
 // panicking hook counts as plugin.Continue), and combines their verdicts
 // as the reference does: any BlockAll wins, then any ForceTrigger, then
 // the largest.
-func (rt *Runtime) UserMessageSignal(ctx context.Context, chatKey, userID, text string) plugin.Signal {
-	return rt.messageSignal(ctx, chatKey, userID, text, pluginhost.MessageHooks)
+func (h *Host) UserMessageSignal(ctx context.Context, chatKey, userID, text string) plugin.Signal {
+	return h.messageSignal(ctx, chatKey, userID, text, pluginhost.MessageHooks)
 }
 
 // SystemMessageSignal is UserMessageSignal for a system message pushed
 // into chatKey (the plugins' OnSystemMessage hooks).
-func (rt *Runtime) SystemMessageSignal(ctx context.Context, chatKey, text string) plugin.Signal {
-	return rt.messageSignal(ctx, chatKey, "", text, pluginhost.SystemMessageHooks)
+func (h *Host) SystemMessageSignal(ctx context.Context, chatKey, text string) plugin.Signal {
+	return h.messageSignal(ctx, chatKey, "", text, pluginhost.SystemMessageHooks)
 }
 
-func (rt *Runtime) messageSignal(ctx context.Context, chatKey, userID, text string,
+func (h *Host) messageSignal(ctx context.Context, chatKey, userID, text string,
 	hooksOf func(*plugin.Plugin) []func(*plugin.Ctx, string) plugin.Signal) plugin.Signal {
-	plugins := rt.registry.Plugins()
+	plugins := h.registry.Plugins()
 	signals := make([][]plugin.Signal, len(plugins))
 	var wg sync.WaitGroup
 	for i, p := range plugins {
@@ -216,11 +216,11 @@ func (rt *Runtime) messageSignal(ctx context.Context, chatKey, userID, text stri
 		wg.Go(func() {
 			hctx, cancel := context.WithTimeout(ctx, TurnHookTimeout)
 			defer cancel()
-			pctx := rt.PluginCtx(hctx, p, chatKey, userID)
+			pctx := h.PluginCtx(hctx, p, chatKey, userID)
 			for _, f := range hooks {
 				s, err := bounded(hctx, func() (plugin.Signal, error) { return f(pctx, text), nil })
 				if err != nil {
-					rt.log.Warn("message hook left out", "plugin", p.Key(), "chat", chatKey, "err", err)
+					h.log.Warn("message hook left out", "plugin", p.Key(), "chat", chatKey, "err", err)
 					continue
 				}
 				signals[i] = append(signals[i], s)
@@ -235,14 +235,14 @@ func (rt *Runtime) messageSignal(ctx context.Context, chatKey, userID, text stri
 // OnSystemMessage hooks: one they drop (BlockAll) is not stored.
 type screenedSender struct {
 	pluginhost.ChatSender
-	rt      *Runtime
+	h       *Host
 	chatKey string
 }
 
 func (s screenedSender) AddSystem(ctx context.Context, text string, wake bool) error {
-	switch s.rt.SystemMessageSignal(ctx, s.chatKey, text) {
+	switch s.h.SystemMessageSignal(ctx, s.chatKey, text) {
 	case plugin.BlockAll:
-		s.rt.log.Info("a plugin's hook dropped a system message", "chat", s.chatKey)
+		s.h.log.Info("a plugin's hook dropped a system message", "chat", s.chatKey)
 		return nil
 	case plugin.BlockTrigger:
 		wake = false

@@ -1,4 +1,4 @@
-package runtime
+package host
 
 import (
 	"context"
@@ -10,23 +10,23 @@ import (
 	"github.com/nekro-go/nekro/plugin"
 )
 
-// timerPoll is how often a runtime that fires timers looks for due ones.
+// timerPoll is how often a host that fires timers looks for due ones.
 const timerPoll = time.Second
 
 // TimerLateNote is the lateness past which a firing says how late it is
 // (nekro was not running when the timer was due, or was overloaded).
 const TimerLateNote = 5 * time.Second
 
-func (h hostServices) SetTimer(ctx context.Context, chatKey, id string, at time.Time, cron, tz, payload string) (string, error) {
-	return h.rt.timers.Set(ctx, schedule.Timer{Plugin: h.p.Key(), Chat: chatKey, ID: id, Due: at, Cron: cron, TZ: tz, Payload: payload})
+func (s hostServices) SetTimer(ctx context.Context, chatKey, id string, at time.Time, cron, tz, payload string) (string, error) {
+	return s.h.timers.Set(ctx, schedule.Timer{Plugin: s.p.Key(), Chat: chatKey, ID: id, Due: at, Cron: cron, TZ: tz, Payload: payload})
 }
 
-func (h hostServices) ClearTimer(ctx context.Context, chatKey, id string) (bool, error) {
-	return h.rt.timers.Clear(ctx, h.p.Key(), chatKey, id)
+func (s hostServices) ClearTimer(ctx context.Context, chatKey, id string) (bool, error) {
+	return s.h.timers.Clear(ctx, s.p.Key(), chatKey, id)
 }
 
-func (h hostServices) Timers(ctx context.Context, chatKey string, each func(id string, due time.Time, cron, tz, payload string)) error {
-	list, err := h.rt.timers.List(ctx, h.p.Key(), chatKey)
+func (s hostServices) Timers(ctx context.Context, chatKey string, each func(id string, due time.Time, cron, tz, payload string)) error {
+	list, err := s.h.timers.List(ctx, s.p.Key(), chatKey)
 	if err != nil {
 		return err
 	}
@@ -41,14 +41,14 @@ var _ pluginhost.TimerServices = hostServices{}
 // fireTimers fires the enabled plugins' due timers until ctx ends. Every
 // process sharing the database may run it: Claim gives each occurrence
 // to one of them.
-func (rt *Runtime) fireTimers(ctx context.Context) {
-	defer rt.bg.Done()
+func (h *Host) fireTimers(ctx context.Context) {
+	defer h.bg.Done()
 	t := time.NewTicker(timerPoll)
 	defer t.Stop()
 	for {
-		rt.pushMu.Lock()
-		ready := rt.push != nil // firings wake the agent: wait for it
-		rt.pushMu.Unlock()
+		h.pushMu.Lock()
+		ready := h.push != nil // firings wake the agent: wait for it
+		h.pushMu.Unlock()
 		if !ready {
 			select {
 			case <-ctx.Done():
@@ -59,17 +59,17 @@ func (rt *Runtime) fireTimers(ctx context.Context) {
 		}
 		byKey := map[string]*plugin.Plugin{}
 		var keys []string
-		for _, p := range rt.registry.Plugins() {
+		for _, p := range h.registry.Plugins() {
 			byKey[p.Key()] = p
 			keys = append(keys, p.Key())
 		}
-		fired, err := rt.timers.Claim(ctx, time.Now(), keys, 100)
+		fired, err := h.timers.Claim(ctx, time.Now(), keys, 100)
 		if err != nil && ctx.Err() == nil {
-			rt.log.Warn("cannot read due timers", "err", err)
+			h.log.Warn("cannot read due timers", "err", err)
 		}
 		for _, f := range fired {
 			p := byKey[f.Plugin]
-			rt.bg.Go(func() { rt.fire(context.WithoutCancel(ctx), p, f) })
+			h.bg.Go(func() { h.fire(context.WithoutCancel(ctx), p, f) })
 		}
 		if len(fired) == 100 {
 			continue // more are due
@@ -83,10 +83,10 @@ func (rt *Runtime) fireTimers(ctx context.Context) {
 }
 
 // fire runs p's OnTimer handler for f, or pushes f's payload to its chat.
-func (rt *Runtime) fire(ctx context.Context, p *plugin.Plugin, f schedule.Fired) {
+func (h *Host) fire(ctx context.Context, p *plugin.Plugin, f schedule.Fired) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	log := rt.log.With("plugin", f.Plugin, "chat", f.Chat, "timer", f.ID, "late", f.Late.Round(time.Millisecond))
+	log := h.log.With("plugin", f.Plugin, "chat", f.Chat, "timer", f.ID, "late", f.Late.Round(time.Millisecond))
 	log.Info("timer fires")
 	ctx = context.WithValue(ctx, timerFiring{}, true)
 	defer func() {
@@ -95,14 +95,14 @@ func (rt *Runtime) fire(ctx context.Context, p *plugin.Plugin, f schedule.Fired)
 		}
 	}()
 	var err error
-	if h := pluginhost.TimerHandler(p); h != nil {
-		err = h(ctx, f.Chat, f.ID, f.Payload, f.Late)
+	if handle := pluginhost.TimerHandler(p); handle != nil {
+		err = handle(ctx, f.Chat, f.ID, f.Payload, f.Late)
 	} else {
 		text := "⏰ Timer: " + f.Payload
 		if f.Late >= TimerLateNote {
 			text += fmt.Sprintf(" (fired %s late: nekro was not running when it was due)", f.Late.Round(time.Second))
 		}
-		err = hostServices{rt: rt, p: p}.PushSystem(ctx, f.Chat, text, true)
+		err = hostServices{h: h, p: p}.PushSystem(ctx, f.Chat, text, true)
 	}
 	if err != nil {
 		log.Error("timer handler failed", "err", err)
@@ -123,16 +123,16 @@ const TimerTurnsFlag = "--timer-turns-per-hour"
 // hour: then the message is kept without a turn, and note says why (to
 // be added to it, where the chat's operator sees it). The count lives
 // in the database, so it holds across restarts and replicas.
-func (rt *Runtime) AllowTimerTurn(ctx context.Context, chatKey string) (ok bool, note string) {
-	budget := rt.cfg.TimerTurnsPerHour
-	if budget <= 0 || rt.timers == nil || ctx.Value(timerFiring{}) == nil {
+func (h *Host) AllowTimerTurn(ctx context.Context, chatKey string) (ok bool, note string) {
+	budget := h.cfg.TimerTurnsPerHour
+	if budget <= 0 || h.timers == nil || ctx.Value(timerFiring{}) == nil {
 		return true, ""
 	}
-	ok, err := rt.timers.TakeTurn(ctx, chatKey, time.Now(), budget)
+	ok, err := h.timers.TakeTurn(ctx, chatKey, time.Now(), budget)
 	if err != nil {
 		// The budget is a bound on cost, not a protection of data: a
 		// database that cannot count does not silence the chat's timers.
-		rt.log.Warn("cannot count the chat's timer turns; this one goes ahead", "chat", chatKey, "err", err)
+		h.log.Warn("cannot count the chat's timer turns; this one goes ahead", "chat", chatKey, "err", err)
 		return true, ""
 	}
 	if ok {
@@ -141,9 +141,9 @@ func (rt *Runtime) AllowTimerTurn(ctx context.Context, chatKey string) (ok bool,
 	// One warning per chat and hour: a chat with 50 jobs a minute must
 	// not fill the log either.
 	now := time.Now()
-	if last, seen := rt.timerWarned.Load(chatKey); !seen || now.Sub(last.(time.Time)) >= time.Hour {
-		rt.timerWarned.Store(chatKey, now)
-		rt.log.Warn("a chat's timers used up their turns for this hour: their messages are kept without waking the model",
+	if last, seen := h.timerWarned.Load(chatKey); !seen || now.Sub(last.(time.Time)) >= time.Hour {
+		h.timerWarned.Store(chatKey, now)
+		h.log.Warn("a chat's timers used up their turns for this hour: their messages are kept without waking the model",
 			"chat", chatKey, "budget", budget, "flag", TimerTurnsFlag)
 	}
 	return false, fmt.Sprintf("[no turn: this chat's timers already woke the model %d times in the past hour, the limit set by %s]", budget, TimerTurnsFlag)

@@ -1,4 +1,4 @@
-package runtime
+package host
 
 import (
 	"context"
@@ -23,7 +23,7 @@ const (
 	TaskCancelled = "cancelled"
 )
 
-// maxFinishedTasks bounds how many ended tasks the runtime remembers for
+// maxFinishedTasks bounds how many ended tasks the host remembers for
 // the task list (the oldest are forgotten first).
 const maxFinishedTasks = 200
 
@@ -42,7 +42,7 @@ type TaskInfo struct {
 
 // task is one background task of a plugin.
 type task struct {
-	rt     *Runtime
+	h      *Host
 	p      *plugin.Plugin
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -52,7 +52,7 @@ type task struct {
 	waits map[string]chan string
 }
 
-// tasks keeps the runtime's background tasks.
+// tasks keeps the host's background tasks.
 type tasks struct {
 	mu   sync.Mutex
 	byID map[string]*task // plugin \x00 chat \x00 id
@@ -63,23 +63,23 @@ type tasks struct {
 
 func taskKey(pluginKey, chatKey, id string) string { return pluginKey + "\x00" + chatKey + "\x00" + id }
 
-func (rt *Runtime) taskList() *tasks {
-	rt.tasksOnce.Do(func() {
+func (h *Host) taskList() *tasks {
+	h.tasksOnce.Do(func() {
 		base, stop := context.WithCancel(context.Background())
-		rt.bgTasks = &tasks{byID: map[string]*task{}, base: base, stop: stop}
+		h.bgTasks = &tasks{byID: map[string]*task{}, base: base, stop: stop}
 	})
-	return rt.bgTasks
+	return h.bgTasks
 }
 
 // startTask runs fn for p in chatKey as task id.
-func (rt *Runtime) startTask(p *plugin.Plugin, chatKey, id string, fn func(ctx *plugin.Ctx) error) error {
+func (h *Host) startTask(p *plugin.Plugin, chatKey, id string, fn func(ctx *plugin.Ctx) error) error {
 	if err := keys.Scope("chat", chatKey); err != nil {
 		return err
 	}
 	if id == "" || len(id) > 128 {
 		return errors.New("a task id is 1 to 128 bytes")
 	}
-	ts := rt.taskList()
+	ts := h.taskList()
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if ts.base.Err() != nil {
@@ -95,12 +95,12 @@ func (rt *Runtime) startTask(p *plugin.Plugin, chatKey, id string, fn func(ctx *
 		}
 	}
 	ctx, cancel := context.WithCancel(ts.base)
-	t := &task{rt: rt, p: p, cancel: cancel, done: make(chan struct{}), waits: map[string]chan string{},
+	t := &task{h: h, p: p, cancel: cancel, done: make(chan struct{}), waits: map[string]chan string{},
 		info: TaskInfo{Plugin: p.Key(), ChatKey: chatKey, ID: id, Status: TaskRunning, Started: time.Now().UTC()}}
 	ts.byID[k] = t
 	ts.prune()
 	env := &pluginhost.RunEnv{RunInfo: plugin.RunInfo{ChatKey: chatKey, ContainerKey: files.ContainerKey(chatKey)},
-		StoreFor: rt.storeFor, Chat: screenedSender{ChatSender: taskSender{rt: rt, chatKey: chatKey}, rt: rt, chatKey: chatKey},
+		StoreFor: h.storeFor, Chat: screenedSender{ChatSender: taskSender{h: h, chatKey: chatKey}, h: h, chatKey: chatKey},
 		Task: t}
 	pctx := pluginhost.NewCtx(ctx, p, env)
 	ts.wg.Add(1)
@@ -121,7 +121,7 @@ func (rt *Runtime) startTask(p *plugin.Plugin, chatKey, id string, fn func(ctx *
 		t.mu.Unlock()
 		cancel()
 		if err != nil && ctx.Err() == nil {
-			rt.log.Warn("background task failed", "plugin", p.Key(), "chat", chatKey, "task", id, "err", err)
+			h.log.Warn("background task failed", "plugin", p.Key(), "chat", chatKey, "task", id, "err", err)
 		}
 	}()
 	return nil
@@ -208,16 +208,16 @@ func (t *task) notify(key, data string) bool {
 	}
 }
 
-func (rt *Runtime) findTask(pluginKey, chatKey, id string) *task {
-	ts := rt.taskList()
+func (h *Host) findTask(pluginKey, chatKey, id string) *task {
+	ts := h.taskList()
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	return ts.byID[taskKey(pluginKey, chatKey, id)]
 }
 
 // Tasks lists the background tasks, running first, then newest first.
-func (rt *Runtime) Tasks() []TaskInfo {
-	ts := rt.taskList()
+func (h *Host) Tasks() []TaskInfo {
+	ts := h.taskList()
 	ts.mu.Lock()
 	out := make([]TaskInfo, 0, len(ts.byID))
 	for _, t := range ts.byID {
@@ -236,8 +236,8 @@ func (rt *Runtime) Tasks() []TaskInfo {
 }
 
 // cancelTasks cancels the running tasks of a plugin ("" for all).
-func (rt *Runtime) cancelTasks(pluginKey string) {
-	ts := rt.taskList()
+func (h *Host) cancelTasks(pluginKey string) {
+	ts := h.taskList()
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	for _, t := range ts.byID {
@@ -252,10 +252,10 @@ const taskStopWait = 10 * time.Second
 
 // stopTasks cancels every task and waits for them, within ctx and at most
 // taskStopWait (a task that ignores its ctx is left behind).
-func (rt *Runtime) stopTasks(ctx context.Context) {
+func (h *Host) stopTasks(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, taskStopWait)
 	defer cancel()
-	ts := rt.taskList()
+	ts := h.taskList()
 	ts.mu.Lock()
 	ts.stop()
 	ts.mu.Unlock()
@@ -264,25 +264,19 @@ func (rt *Runtime) stopTasks(ctx context.Context) {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		rt.log.Warn("background tasks did not stop in time")
+		h.log.Warn("background tasks did not stop in time")
 	}
 }
 
 // taskSender is a task's way to the chat: system pushes only (the
 // agent's PushSystem); posting as the assistant is for runs.
 type taskSender struct {
-	rt      *Runtime
+	h       *Host
 	chatKey string
 }
 
 func (s taskSender) AddSystem(ctx context.Context, text string, wake bool) error {
-	s.rt.pushMu.Lock()
-	push := s.rt.push
-	s.rt.pushMu.Unlock()
-	if push == nil {
-		return plugin.ErrNoService
-	}
-	return push(ctx, s.chatKey, text, wake)
+	return s.h.pushSystem(ctx, s.chatKey, text, wake)
 }
 
 func (taskSender) SendText(context.Context, string) error { return errTaskSend }
@@ -295,12 +289,12 @@ func (taskSender) SendImage(context.Context, string, io.Reader) error {
 
 var errTaskSend = errors.New("a background task tells the agent with ctx.PushSystem; it cannot post as the assistant")
 
-func (h hostServices) StartTask(ctx context.Context, chatKey, id string, fn func(ctx *plugin.Ctx) error) error {
-	return h.rt.startTask(h.p, chatKey, id, fn)
+func (s hostServices) StartTask(ctx context.Context, chatKey, id string, fn func(ctx *plugin.Ctx) error) error {
+	return s.h.startTask(s.p, chatKey, id, fn)
 }
 
-func (h hostServices) CancelTask(chatKey, id string) bool {
-	t := h.rt.findTask(h.p.Key(), chatKey, id)
+func (s hostServices) CancelTask(chatKey, id string) bool {
+	t := s.h.findTask(s.p.Key(), chatKey, id)
 	if t == nil {
 		return false
 	}
@@ -311,7 +305,7 @@ func (h hostServices) CancelTask(chatKey, id string) bool {
 	return running
 }
 
-func (h hostServices) NotifyTask(chatKey, id, key, data string) bool {
-	t := h.rt.findTask(h.p.Key(), chatKey, id)
+func (s hostServices) NotifyTask(chatKey, id, key, data string) bool {
+	t := s.h.findTask(s.p.Key(), chatKey, id)
 	return t != nil && t.notify(key, data)
 }

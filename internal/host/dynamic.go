@@ -1,4 +1,4 @@
-package runtime
+package host
 
 import (
 	"fmt"
@@ -12,20 +12,18 @@ import (
 // server's plugin, whose tools list changed). The next runs' stubs, the
 // next turns' prompts, the API's plugin lists and /mcp see p's methods;
 // a run in progress keeps the methods it started with while the plugin
-// stays enabled. p gets the runtime's services before any caller can
+// stays enabled. p gets the host's services before any caller can
 // reach it; the key's state (enabled, settings, store, data directory)
 // carries over, and p's init hooks do not run (the key's did).
 //
 // Warm spares are discarded: their stubs offer the old methods (and could
 // not be taken anyway: spares are keyed by the methods themselves).
-func (rt *Runtime) ReplacePlugin(p *plugin.Plugin) error {
-	pluginhost.Bind(p, hostServices{rt: rt, p: p})
-	if _, err := rt.registry.Replace(p); err != nil {
+func (h *Host) ReplacePlugin(p *plugin.Plugin) error {
+	pluginhost.Bind(p, hostServices{h: h, p: p})
+	if _, err := h.registry.Replace(p); err != nil {
 		return fmt.Errorf("replace plugin %s: %w", p.Key(), err)
 	}
-	if rt.spares != nil {
-		rt.spares.dropAll()
-	}
-	rt.log.Info("plugin's methods changed: the next runs see them", "plugin", p.Key(), "methods", len(pluginhost.Methods(p)))
+	h.rt.DropSpares()
+	h.log.Info("plugin's methods changed: the next runs see them", "plugin", p.Key(), "methods", len(pluginhost.Methods(p)))
 	return nil
 }

@@ -1,0 +1,27 @@
+package host
+
+import (
+	"context"
+
+	"github.com/nekro-go/nekro/internal/runtime"
+)
+
+// Exec runs code in the chat's sandbox through the runtime, the plugins
+// hosted: a request without Methods may call every enabled plugin's (a
+// turn or the API gives the chat's view, ChatMethods), its calls reach a
+// method only while its plugin stays enabled, and the system messages
+// its plugins send the chat pass the plugins' OnSystemMessage hooks
+// first. An error means the run could not happen; what the code did
+// (even crashing) is in the result.
+func (h *Host) Exec(ctx context.Context, req runtime.ExecRequest) (*runtime.ExecResult, error) {
+	if req.Methods == nil {
+		req.Methods = h.registry.Methods()
+	}
+	if req.Plugins == nil {
+		req.Plugins = h.registry
+	}
+	if req.Chat != nil {
+		req.Chat = screenedSender{ChatSender: req.Chat, h: h, chatKey: req.ChatKey}
+	}
+	return h.rt.Exec(ctx, req)
+}
