@@ -204,7 +204,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	// The profile goes once the runtime closed: it outlives its sandboxes.
 	a.closers = append(a.closers, func(context.Context) error { removeProfile(); return nil })
 	if rc.UIDs == nil {
-		ids, err := openUIDs(ctx, a, runner, cfg.Sandbox.UIDs)
+		ids, err := openUIDs(ctx, a.DB, runner, cfg.Sandbox.UIDs)
 		if err != nil {
 			return nil, err
 		}

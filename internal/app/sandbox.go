@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/nekro-go/nekro/internal/db"
 	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/sandbox"
@@ -101,9 +102,9 @@ func openRunner(layout files.Layout, rc runtime.Config, sc SandboxConfig, log *s
 	return r, cleanup, nil
 }
 
-// openUIDs opens the allocator of the chats' sandbox uids when r runs
+// openUIDs opens the allocator of the chats' sandbox uids on h when r runs
 // sandboxes as other uids than nekro's own (nil otherwise).
-func openUIDs(ctx context.Context, a *App, r sandbox.Runner, rng uids.Range) (*uids.Allocator, error) {
+func openUIDs(ctx context.Context, h db.Handle, r sandbox.Runner, rng uids.Range) (*uids.Allocator, error) {
 	o, ok := r.(sandbox.Owner)
 	if !ok {
 		return nil, nil
@@ -114,5 +115,5 @@ func openUIDs(ctx context.Context, a *App, r sandbox.Runner, rng uids.Range) (*u
 	if rng == (uids.Range{}) {
 		rng = uids.DefaultRange
 	}
-	return uids.Open(ctx, a.DB, rng)
+	return uids.Open(ctx, h, rng)
 }
