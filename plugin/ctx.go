@@ -14,7 +14,7 @@ type RunInfo struct {
 }
 
 // runEnv is what the runtime lends the methods of one run
-// (pluginhost.RunEnv).
+// (*pluginhost.RunEnv implements it).
 type runEnv interface {
 	Info() RunInfo
 	StoreOf(p *Plugin) Store
@@ -22,6 +22,8 @@ type runEnv interface {
 	Sender() chatSender
 	AskModel(ctx context.Context, group string, parts []ContentPart) (string, error)
 	ChatHistory(ctx context.Context, limit int) ([]string, error)
+	// TaskControl is a background task's side of its Ctx; nil elsewhere.
+	TaskControl() taskControl
 }
 
 // Ctx is what a sandbox method receives. It is a context.Context, cancelled

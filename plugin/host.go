@@ -9,7 +9,9 @@ import (
 
 // hostServices is what the host gives a plugin outside any run (in its
 // init and cleanup hooks, for instance): pluginhost.Services, bound with
-// pluginhost.Bind before the init hooks run.
+// pluginhost.Bind before the init hooks run. It has all of Services'
+// methods, so the compiler checks that the host can bind one and read it
+// back (pluginhost.ServicesOf).
 type hostServices interface {
 	// Store returns the plugin's KV namespace.
 	Store() Store
@@ -25,6 +27,9 @@ type hostServices interface {
 	// PushSystem adds a system message to a chat; with trigger a turn
 	// answers it.
 	PushSystem(ctx context.Context, chatKey, text string, trigger bool) error
+	// SetConfig changes the named settings (for the host; plugins do not
+	// call it).
+	SetConfig(changes map[string]any) error
 }
 
 func (p *Plugin) bind(h hostServices) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nekro-go/nekro/internal/keys"
+	"github.com/nekro-go/nekro/internal/pluginbridge"
 	"github.com/nekro-go/nekro/internal/pylit"
 )
 
@@ -89,15 +90,10 @@ func (m *mountedMethod) resultPyType() string {
 }
 
 // param is one parameter of a sandbox method, from one field of its
-// arguments struct.
+// arguments struct: what the host sees of it (DefaultPy is "None" for an
+// optional field without a `default:"..."` tag), and how to decode it.
 type param struct {
-	Name     string // Python parameter name (the field's json name)
-	Doc      string // from the field's `jsonschema:"..."` tag
-	PyType   string // Python type hint, e.g. "int", "list[str]", "Optional[dict]"
-	Optional bool   // omitempty or pointer field
-	// DefaultPy is the Python literal used as the default ("None" when the
-	// field has no `default:"..."` tag); empty for required parameters.
-	DefaultPy string
+	pluginbridge.Param
 
 	goType      reflect.Type
 	field       []int
@@ -321,7 +317,8 @@ func paramsOf(t reflect.Type) ([]param, error) {
 		if err := checkGoType(f.Type, false); err != nil {
 			return nil, fmt.Errorf("field %s: %v", f.Name, err)
 		}
-		p := param{Name: name, Doc: f.Tag.Get("jsonschema"), PyType: pyType(f.Type), Optional: optional, goType: f.Type, field: f.Index}
+		p := param{Param: pluginbridge.Param{Name: name, Doc: f.Tag.Get("jsonschema"), PyType: pyType(f.Type), Optional: optional},
+			goType: f.Type, field: f.Index}
 		if def, ok := f.Tag.Lookup("default"); ok {
 			if !p.Optional {
 				return nil, fmt.Errorf("field %s has a default but is not optional (add omitempty or use a pointer)", f.Name)

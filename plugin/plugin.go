@@ -44,9 +44,9 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/nekro-go/nekro/internal/keys"
 )
@@ -69,6 +69,8 @@ func (m Meta) Key() string { return m.Author + "." + m.ModuleName }
 // Plugin is one registered plugin: its metadata, sandbox methods and hooks.
 // Build it with New; it is safe for concurrent use once registered.
 type Plugin struct {
+	bridgeCore // lets internal/pluginhost call hostSide (plugin/bridge.go)
+
 	meta    Meta
 	methods []*mountedMethod
 
@@ -82,10 +84,12 @@ type Plugin struct {
 	onUserMessage  []func(ctx *Ctx, text string) Signal
 	onSystemMsg    []func(ctx *Ctx, text string) Signal
 	commands       []*mountedCommand
+	web            webMounts // MountWebhook's and MountRoutes'
 
-	mu     sync.RWMutex
-	host   hostServices // set by the host before init hooks run
-	config *configDecl  // MountConfig's
+	mu      sync.RWMutex
+	host    hostServices // set by the host before init hooks run
+	config  *configDecl  // MountConfig's
+	onTimer func(ctx context.Context, chatKey, id, payload string, late time.Duration) error
 }
 
 // New validates meta and returns a plugin ready for methods and hooks.
@@ -108,9 +112,6 @@ func (p *Plugin) Meta() Meta { return p.meta }
 
 // Key returns "author.module_name".
 func (p *Plugin) Key() string { return p.meta.Key() }
-
-// Methods returns the plugin's sandbox methods in the order they were mounted.
-func (p *Plugin) mounted() []*mountedMethod { return slices.Clone(p.methods) }
 
 // OnInit adds a hook run once, after the store, data directory and
 // settings are ready and before the first sandbox run.
@@ -177,10 +178,6 @@ func (p *Plugin) OnUserMessage(f func(ctx *Ctx, text string) Signal) {
 // drops it. Bounded and combined as OnUserMessage's.
 func (p *Plugin) OnSystemMessage(f func(ctx *Ctx, text string) Signal) {
 	p.onSystemMsg = append(p.onSystemMsg, f)
-}
-
-func (p *Plugin) hooks() (init, cleanup []func(ctx context.Context) error, reset []func(ctx context.Context, chatKey string) error) {
-	return slices.Clone(p.onInit), slices.Clone(p.onCleanup), slices.Clone(p.onChannelReset)
 }
 
 // The registry of compiled-in plugins: the only global state of nekro.

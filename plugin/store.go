@@ -119,22 +119,24 @@ func (r DeleteResult) String() string {
 type SetOption func(*setOptions)
 
 // setOptions is what a list of SetOption amounts to; the store reads it
-// (pluginhost.ApplySetOptions).
+// (pluginhost.ApplySetOptions, whose SetOptions has the same fields and
+// is converted from it).
 type setOptions struct {
-	expiresAt      time.Time
-	ttl            time.Duration
-	hasTTL, expiry bool
+	ExpiresAt time.Time
+	TTL       time.Duration
+	HasTTL    bool
+	Expiry    bool
 }
 
 // WithTTL makes the value expire d after it is written. d must be positive.
 func WithTTL(d time.Duration) SetOption {
-	return func(o *setOptions) { o.ttl, o.hasTTL, o.expiresAt, o.expiry = d, true, time.Time{}, true }
+	return func(o *setOptions) { o.TTL, o.HasTTL, o.ExpiresAt, o.Expiry = d, true, time.Time{}, true }
 }
 
 // WithExpiry makes the value expire at t. The zero time means never, which
 // also clears an expiry that Update would otherwise keep.
 func WithExpiry(t time.Time) SetOption {
-	return func(o *setOptions) { o.expiresAt, o.ttl, o.hasTTL, o.expiry = t, 0, false, true }
+	return func(o *setOptions) { o.ExpiresAt, o.TTL, o.HasTTL, o.Expiry = t, 0, false, true }
 }
 
 func applySetOptions(opts []SetOption) setOptions {

@@ -62,16 +62,24 @@ func (p *Plugin) NotifyTask(chatKey, id, key, data string) bool {
 // doing. In a method called over MCP with a progress token, the client
 // gets it as a progress notification; anywhere else it does nothing.
 func (c *Ctx) Progress(percent int, message string) {
-	if t, ok := c.env.(interface{ TaskControl() taskControl }); ok && t.TaskControl() != nil {
-		t.TaskControl().Progress(percent, message)
+	if t := c.task(); t != nil {
+		t.Progress(percent, message)
 	}
 }
 
 // WaitNotify waits, in a background task, until NotifyTask hands it data
 // under key, the timeout passes or the task is cancelled.
 func (c *Ctx) WaitNotify(key string, timeout time.Duration) (string, error) {
-	if t, ok := c.env.(interface{ TaskControl() taskControl }); ok && t.TaskControl() != nil {
-		return t.TaskControl().Wait(c, key, timeout)
+	if t := c.task(); t != nil {
+		return t.Wait(c, key, timeout)
 	}
 	return "", fmt.Errorf("wait for a notification: %w (only a background task waits)", ErrNoService)
+}
+
+// task returns the control of the background task c belongs to, or nil.
+func (c *Ctx) task() taskControl {
+	if c.env == nil {
+		return nil
+	}
+	return c.env.TaskControl()
 }

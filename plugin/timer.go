@@ -3,7 +3,6 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -62,8 +61,6 @@ func (p *Plugin) Timers(ctx context.Context, chatKey string, each func(id string
 	return h.Timers(ctx, chatKey, each)
 }
 
-var timerHandlers sync.Map // *Plugin -> func(ctx, chatKey, id, payload, late) error
-
 // OnTimer sets what runs when one of the plugin's timers fires, in
 // `nekro serve`: chatKey, id and payload are the timer's, and late is how
 // long after its due time it fires (long when nekro was not running
@@ -71,11 +68,7 @@ var timerHandlers sync.Map // *Plugin -> func(ctx, chatKey, id, payload, late) e
 // p.PushSystem to wake the chat's agent. Without a handler a firing
 // pushes the payload as a system message with trigger.
 func (p *Plugin) OnTimer(f func(ctx context.Context, chatKey, id, payload string, late time.Duration) error) {
-	timerHandlers.Store(p, f)
-}
-
-func (p *Plugin) timerHandler() func(ctx context.Context, chatKey, id, payload string, late time.Duration) error {
-	f, _ := timerHandlers.Load(p)
-	h, _ := f.(func(context.Context, string, string, string, time.Duration) error)
-	return h
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onTimer = f
 }

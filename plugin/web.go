@@ -12,20 +12,13 @@ import (
 	"github.com/nekro-go/nekro/internal/pluginbridge"
 )
 
-// A plugin's webhooks and HTTP routes, kept beside the Plugin (they are
-// declared in init, read by the server on each request).
+// webMounts are a plugin's webhooks and HTTP routes (declared in init,
+// read by the server on each request).
 type webMounts struct {
 	mu       sync.RWMutex
 	webhooks []pluginbridge.WebhookData
 	routes   http.Handler
 	public   []string
-}
-
-var webs sync.Map // *Plugin -> *webMounts
-
-func (p *Plugin) web() *webMounts {
-	w, _ := webs.LoadOrStore(p, &webMounts{})
-	return w.(*webMounts)
 }
 
 var endpointRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
@@ -59,7 +52,7 @@ func (p *Plugin) MountWebhook(endpoint string, secret func() string,
 	if secret == nil {
 		secret = func() string { return "" }
 	}
-	w := p.web()
+	w := &p.web
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, h := range w.webhooks {
@@ -86,26 +79,11 @@ func (p *Plugin) MountRoutes(h http.Handler, public ...string) {
 			panic(fmt.Sprintf("plugin %s: public route %q must start with /", p.Key(), pub))
 		}
 	}
-	w := p.web()
+	w := &p.web
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.routes != nil {
 		panic(fmt.Sprintf("plugin %s: MountRoutes called twice", p.Key()))
 	}
 	w.routes, w.public = h, slices.Clone(public)
-}
-
-func init() {
-	pluginbridge.Webhooks = func(p any) []pluginbridge.WebhookData {
-		w := p.(*Plugin).web()
-		w.mu.RLock()
-		defer w.mu.RUnlock()
-		return slices.Clone(w.webhooks)
-	}
-	pluginbridge.Routes = func(p any) (http.Handler, []string) {
-		w := p.(*Plugin).web()
-		w.mu.RLock()
-		defer w.mu.RUnlock()
-		return w.routes, slices.Clone(w.public)
-	}
 }

@@ -1,86 +1,45 @@
-// Package pluginbridge lets internal/pluginhost reach the parts of package
-// plugin that only the host uses, without exporting them to plugin
-// authors (package plugin is their face; pluginhost the host's, as
-// database/sql/driver and database/sql are). Package plugin fills these
-// in at init; only pluginhost calls them, and it restores their types.
-// Nothing else may use this package.
+// Package pluginbridge lets internal/pluginhost call the parts of package
+// plugin that only the host uses, with their own types, without
+// exporting them to plugin authors (package plugin is their face;
+// pluginhost the host's, as database/sql/driver and database/sql are).
+//
+// Package plugin declares an unexported type, hostSide, whose exported
+// methods are everything the host does to plugins and authors cannot
+// (plugin/bridge.go), and embeds Core[hostSide] in plugin.Plugin under
+// an unexported name. Core's one method is unexported, so it gives
+// authors nothing, but it makes *plugin.Plugin name hostSide; Host
+// returns that type's value to pluginhost, which calls its methods as
+// any other: checked by the compiler, followed by go-to-definition.
+// Nothing is set at run time, and nothing else may use this package.
 package pluginbridge
 
-import (
-	"context"
-	"encoding/json"
-	"time"
-)
+// Core names H, the type whose methods are the host's side of a plugin
+// package. It has no fields and no exported methods: embedded in that
+// package's plugin type it adds nothing authors can use.
+type Core[H any] struct{}
 
-// Set by package plugin's init. Arguments and results typed any are
-// plugin's own types, named in each comment.
-var (
-	// NewCtx(parent, *plugin.Plugin, env) *plugin.Ctx; env has the methods
-	// of pluginhost.RunEnv.
-	NewCtx func(parent context.Context, p any, env any) any
-	// Bind(*plugin.Plugin, services): services has the methods of
-	// pluginhost.Services.
-	Bind func(p any, services any)
-	// Hooks(*plugin.Plugin) (init, cleanup []func(context.Context) error,
-	// reset []func(context.Context, string) error).
-	Hooks func(p any) (init, cleanup, reset any)
-	// Commands(*plugin.Plugin) lists its chat commands, in mount order.
-	Commands func(p any) []CommandData
-	// MessageHooks(*plugin.Plugin) []func(*plugin.Ctx, string) plugin.Signal.
-	MessageHooks func(p any) any
-	// SystemMessageHooks(*plugin.Plugin), as MessageHooks for system messages.
-	SystemMessageHooks func(p any) any
-	// TurnHooks(*plugin.Plugin) (inject []func(*plugin.Ctx) (string, error),
-	// collect func(*plugin.Ctx) []string).
-	TurnHooks func(p any) (inject, collect any)
-	// StateHooks(*plugin.Plugin) (enabled, disabled []func(context.Context) error).
-	StateHooks func(p any) (enabled, disabled any)
-	// Methods(*plugin.Plugin) lists its mounted methods, in mount order.
-	Methods func(p any) []MethodData
-	// Call(entry, *plugin.Ctx, args) calls the method of a MethodData.Entry.
-	Call func(m any, ctx any, args map[string]json.RawMessage) (json.RawMessage, error)
-	// SetOptions([]plugin.SetOption) folds the options.
-	SetOptions func(opts any) (expiresAt time.Time, ttl time.Duration, hasTTL, expiry bool)
-	// ConfigDecl(*plugin.Plugin) returns MountConfig's defaults (a Go
-	// struct value) or a raw plugin's fields (JSON), or neither.
-	ConfigDecl func(p any) (defaults any, fields json.RawMessage)
-	// MountConfigFields(*plugin.Plugin, fields) declares a raw plugin's
-	// settings.
-	MountConfigFields func(p any, fields json.RawMessage)
-	// TimerHandler(*plugin.Plugin) returns its OnTimer handler,
-	// func(ctx, chatKey, id, payload string, late time.Duration) error, or
-	// a nil one.
-	TimerHandler func(p any) any
-	// Services(*plugin.Plugin) returns what Bind bound, or nil.
-	Services func(p any) any
-	// Registered() []*plugin.Plugin, sorted by key.
-	Registered func() any
-	// MountRaw(*plugin.Plugin, plugin.Method, params, result, call) mounts
-	// a method implemented outside Go; call's ctx is a *plugin.Ctx.
-	MountRaw func(p any, m any, params []ParamData, result string,
-		call func(ctx any, args map[string]json.RawMessage) (json.RawMessage, error)) error
-)
-
-// MethodData is a mounted method as plugin describes it to the host.
-type MethodData struct {
-	Method       any // plugin.Method
-	Params       []ParamData
-	ResultPyType string
-	Entry        any // plugin's own; what Call takes
+// side returns the zero H; it is promoted into the embedding plugin type,
+// which is how Host finds H.
+func (Core[H]) side() H {
+	var h H
+	return h
 }
 
-// ParamData is one parameter of a method.
-type ParamData struct {
-	Name, Doc, PyType string
-	Optional          bool
-	DefaultPy         string
+// Host returns the host's side of the plugin package whose plugin type P
+// embeds a Core[H]: pluginhost calls it as Host[*plugin.Plugin](), and
+// H, plugin's own unexported type, is inferred. H is a zero-size value
+// with only methods; keeping it is free.
+func Host[P interface{ side() H }, H any]() H {
+	var h H
+	return h
 }
 
-// CommandData is a mounted chat command as plugin describes it to the
-// host: its fields of plugin.Command, and how to run it (ctx is a
-// *plugin.Ctx).
-type CommandData struct {
-	Name, Description, Usage, Permission string
-	Aliases                              []string
-	Run                                  func(ctx any, words []string) (string, error)
+// Param is one parameter of a sandbox method, as both sides describe it
+// (pluginhost.Param has the same fields and converts to and from it).
+type Param struct {
+	Name      string // Python parameter name (the field's json name)
+	Doc       string // from the field's `jsonschema:"..."` tag
+	PyType    string // Python type hint, e.g. "int", "list[str]", "Optional[dict]"
+	Optional  bool   // omitempty or pointer field
+	DefaultPy string // the Python default; empty for required parameters
 }

@@ -20,6 +20,11 @@ import (
 	"github.com/nekro-go/nekro/plugin"
 )
 
+// sdk is package plugin's host-only side: its methods (plugin/bridge.go)
+// do what the host may do to plugins and authors may not. It has no
+// state; see package pluginbridge for how it is reached.
+var sdk = pluginbridge.Host[*plugin.Plugin]()
+
 // ChatSender delivers what a plugin sends to the chat of one run: text,
 // files and images, posted as the assistant. (Package plugin names the
 // same interface type; plugins reach it only through their Ctx.)
@@ -118,7 +123,7 @@ func NewCtx(parent context.Context, p *plugin.Plugin, env *RunEnv) *plugin.Ctx {
 	if env == nil {
 		env = &RunEnv{}
 	}
-	return pluginbridge.NewCtx(parent, p, env).(*plugin.Ctx)
+	return sdk.NewCtx(parent, p, env)
 }
 
 // Services is what the runtime gives a plugin outside any run (in its init
@@ -154,14 +159,16 @@ type TimerServices interface {
 
 // TimerHandler returns p's OnTimer handler, or nil.
 func TimerHandler(p *plugin.Plugin) func(ctx context.Context, chatKey, id, payload string, late time.Duration) error {
-	return pluginbridge.TimerHandler(p).(func(context.Context, string, string, string, time.Duration) error)
+	return sdk.TimerHandler(p)
 }
 
 // ServicesOf returns the services bound to p, or nil before the runtime
 // bound it.
 func ServicesOf(p *plugin.Plugin) Services {
-	s, _ := pluginbridge.Services(p).(Services)
-	return s
+	if s := sdk.Services(p); s != nil {
+		return s
+	}
+	return nil
 }
 
 // ConfigJSON returns p's settings in force and their version; nil when p
@@ -184,12 +191,11 @@ func SetConfig(p *plugin.Plugin, changes map[string]any) error {
 }
 
 // Bind attaches the runtime's services to p, before its init hooks run.
-func Bind(p *plugin.Plugin, s Services) { pluginbridge.Bind(p, s) }
+func Bind(p *plugin.Plugin, s Services) { sdk.Bind(p, s) }
 
 // Hooks returns p's lifecycle hooks.
 func Hooks(p *plugin.Plugin) (init, cleanup []func(ctx context.Context) error, reset []func(ctx context.Context, chatKey string) error) {
-	i, c, r := pluginbridge.Hooks(p)
-	return i.([]func(context.Context) error), c.([]func(context.Context) error), r.([]func(context.Context, string) error)
+	return sdk.Hooks(p)
 }
 
 // CommandInfo is a mounted chat command as the host sees it.
@@ -203,54 +209,46 @@ type CommandInfo struct {
 // Commands returns p's chat commands, in mount order.
 func Commands(p *plugin.Plugin) []CommandInfo {
 	var out []CommandInfo
-	for _, d := range pluginbridge.Commands(p) {
-		out = append(out, CommandInfo{Command: plugin.Command{Name: d.Name, Aliases: d.Aliases, Description: d.Description,
-			Usage: d.Usage, Permission: d.Permission}, Plugin: p,
-			Run: func(ctx *plugin.Ctx, words []string) (string, error) { return d.Run(ctx, words) }})
+	for _, c := range sdk.Commands(p) {
+		info := CommandInfo{Command: c.Command, Plugin: p,
+			Run: func(ctx *plugin.Ctx, words []string) (string, error) { return sdk.RunCommand(c, ctx, words) }}
+		info.Aliases = slices.Clone(info.Aliases)
+		out = append(out, info)
 	}
 	return out
 }
 
 // MessageHooks returns p's OnUserMessage hooks.
 func MessageHooks(p *plugin.Plugin) []func(ctx *plugin.Ctx, text string) plugin.Signal {
-	return pluginbridge.MessageHooks(p).([]func(*plugin.Ctx, string) plugin.Signal)
+	return sdk.MessageHooks(p)
 }
 
 // SystemMessageHooks returns p's OnSystemMessage hooks.
 func SystemMessageHooks(p *plugin.Plugin) []func(ctx *plugin.Ctx, text string) plugin.Signal {
-	return pluginbridge.SystemMessageHooks(p).([]func(*plugin.Ctx, string) plugin.Signal)
+	return sdk.SystemMessageHooks(p)
 }
 
 // TurnHooks returns p's OnPromptInject hooks and its OnCollectMethods
 // filter (nil when it has none).
 func TurnHooks(p *plugin.Plugin) (inject []func(ctx *plugin.Ctx) (string, error), collect func(ctx *plugin.Ctx) []string) {
-	i, c := pluginbridge.TurnHooks(p)
-	return i.([]func(*plugin.Ctx) (string, error)), c.(func(*plugin.Ctx) []string)
+	return sdk.TurnHooks(p)
 }
 
 // StateHooks returns p's OnEnabled and OnDisabled hooks.
 func StateHooks(p *plugin.Plugin) (enabled, disabled []func(ctx context.Context) error) {
-	e, d := pluginbridge.StateHooks(p)
-	return e.([]func(context.Context) error), d.([]func(context.Context) error)
+	return sdk.StateHooks(p)
 }
 
 // ConfigSchema returns the schema of p's settings, or nil when it
 // declared none.
 func ConfigSchema(p *plugin.Plugin) (*pluginconfig.Schema, error) {
-	defaults, fields := pluginbridge.ConfigDecl(p)
-	switch {
-	case defaults != nil:
-		return pluginconfig.Reflect(defaults)
-	case fields != nil:
-		return pluginconfig.Fields(fields)
-	}
-	return nil, nil
+	return sdk.ConfigSchema(p)
 }
 
 // MountConfigFields declares the settings of a plugin implemented outside
 // Go (a Python plugin's ConfigBase), as pluginconfig fields in JSON.
 func MountConfigFields(p *plugin.Plugin, fields json.RawMessage) {
-	pluginbridge.MountConfigFields(p, fields)
+	sdk.MountConfigFields(p, fields)
 }
 
 // MethodInfo is a mounted sandbox method as the host sees it: its
@@ -261,7 +259,7 @@ type MethodInfo struct {
 	plugin *plugin.Plugin
 	params []Param
 	result string
-	entry  any
+	call   func(ctx *plugin.Ctx, args map[string]json.RawMessage) (json.RawMessage, error)
 }
 
 // Param is one parameter of a sandbox method, from one field of its
@@ -292,32 +290,33 @@ func (m *MethodInfo) ResultPyType() string { return m.result }
 // string, a MULTIMODAL_AGENT one a list of content parts.
 func MountRaw(p *plugin.Plugin, m plugin.Method, params []Param, result string,
 	call func(ctx *plugin.Ctx, args map[string]json.RawMessage) (json.RawMessage, error)) error {
-	ps := make([]pluginbridge.ParamData, len(params))
+	ps := make([]pluginbridge.Param, len(params))
 	for i, pa := range params {
-		ps[i] = pluginbridge.ParamData(pa)
+		ps[i] = pluginbridge.Param(pa)
 	}
-	return pluginbridge.MountRaw(p, m, ps, result, func(ctx any, args map[string]json.RawMessage) (json.RawMessage, error) {
-		return call(ctx.(*plugin.Ctx), args)
-	})
+	return sdk.MountRaw(p, m, ps, result, call)
 }
 
 // methodInfos keeps one MethodInfo per mounted method, so the same method
 // is always the same pointer (the runtime compares them).
-var methodInfos sync.Map // entry -> *MethodInfo
+var methodInfos sync.Map // plugin's *mountedMethod -> *MethodInfo
 
 // Methods returns p's sandbox methods in the order they were mounted.
 func Methods(p *plugin.Plugin) []*MethodInfo {
 	var out []*MethodInfo
-	for _, d := range pluginbridge.Methods(p) {
-		if mi, ok := methodInfos.Load(d.Entry); ok {
+	for _, m := range sdk.Methods(p) {
+		if mi, ok := methodInfos.Load(m); ok {
 			out = append(out, mi.(*MethodInfo))
 			continue
 		}
-		mi := &MethodInfo{Method: d.Method.(plugin.Method), plugin: p, result: d.ResultPyType, entry: d.Entry}
-		for _, pa := range d.Params {
+		mi := &MethodInfo{Method: m.Method, plugin: p, result: sdk.MethodResult(m),
+			call: func(ctx *plugin.Ctx, args map[string]json.RawMessage) (json.RawMessage, error) {
+				return sdk.Call(m, ctx, args)
+			}}
+		for _, pa := range sdk.MethodParams(m) {
 			mi.params = append(mi.params, Param(pa))
 		}
-		actual, _ := methodInfos.LoadOrStore(d.Entry, mi)
+		actual, _ := methodInfos.LoadOrStore(m, mi)
 		out = append(out, actual.(*MethodInfo))
 	}
 	return out
@@ -328,7 +327,7 @@ func Methods(p *plugin.Plugin) []*MethodInfo {
 // *plugin.ArgumentError; the method's own error is returned unchanged.
 // Call does not recover panics: the caller (the RPC server) does.
 func Call(m *MethodInfo, ctx *plugin.Ctx, args map[string]json.RawMessage) (json.RawMessage, error) {
-	return pluginbridge.Call(m.entry, ctx, args)
+	return m.call(ctx, args)
 }
 
 // SetOptions is what a list of plugin.SetOption amounts to.
@@ -344,9 +343,7 @@ type SetOptions struct {
 
 // ApplySetOptions folds opts into one SetOptions.
 func ApplySetOptions(opts []plugin.SetOption) SetOptions {
-	var o SetOptions
-	o.ExpiresAt, o.TTL, o.HasTTL, o.Expiry = pluginbridge.SetOptions(opts)
-	return o
+	return SetOptions(sdk.SetOptions(opts))
 }
 
 // ScopeOf is the KV scope a (chat key, user key) pair names, as the
@@ -365,7 +362,7 @@ func ScopeOf(chatKey, userKey string) plugin.Scope {
 }
 
 // Registered returns every registered plugin, sorted by key.
-func Registered() []*plugin.Plugin { return pluginbridge.Registered().([]*plugin.Plugin) }
+func Registered() []*plugin.Plugin { return sdk.Registered() }
 
 // Lookup returns the registered plugin with the given key.
 func Lookup(key string) (*plugin.Plugin, error) {

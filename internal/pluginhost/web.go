@@ -11,8 +11,8 @@ import (
 type Webhook = pluginbridge.WebhookData
 
 // Webhooks returns p's webhook endpoints, in mount order.
-func Webhooks(p *plugin.Plugin) []Webhook { return pluginbridge.Webhooks(p) }
+func Webhooks(p *plugin.Plugin) []Webhook { return sdk.Webhooks(p) }
 
 // Routes returns the handler p mounted with Plugin.MountRoutes (nil when
 // none) and the paths it serves without the API token.
-func Routes(p *plugin.Plugin) (h http.Handler, public []string) { return pluginbridge.Routes(p) }
+func Routes(p *plugin.Plugin) (h http.Handler, public []string) { return sdk.Routes(p) }
