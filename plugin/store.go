@@ -162,32 +162,32 @@ type KeysPage struct {
 	Next string // cursor of the next page; "" when this page is the last
 }
 
-// ScopeKind names the four scopes.
-type ScopeKind int
+// scopeKind names the four scopes.
+type scopeKind int
 
 const (
-	// GlobalScope values belong to the plugin alone.
-	GlobalScope ScopeKind = iota
-	// ChatScope values belong to one chat.
-	ChatScope
-	// UserScope values belong to one user, across chats.
-	UserScope
-	// ChatUserScope values belong to one user in one chat.
-	ChatUserScope
+	// globalKind values belong to the plugin alone.
+	globalKind scopeKind = iota
+	// chatKind values belong to one chat.
+	chatKind
+	// userKind values belong to one user, across chats.
+	userKind
+	// chatUserKind values belong to one user in one chat.
+	chatUserKind
 )
 
-func (k ScopeKind) String() string {
+func (k scopeKind) String() string {
 	switch k {
-	case GlobalScope:
+	case globalKind:
 		return "global"
-	case ChatScope:
+	case chatKind:
 		return "chat"
-	case UserScope:
+	case userKind:
 		return "user"
-	case ChatUserScope:
+	case chatUserKind:
 		return "chat+user"
 	}
-	return fmt.Sprintf("ScopeKind(%d)", int(k))
+	return fmt.Sprintf("scopeKind(%d)", int(k))
 }
 
 // Scope selects whose value a key holds: a chat's, a user's (across chats),
@@ -201,67 +201,67 @@ type Scope struct {
 	UserKey string
 	// want is the kind the scope was built as; set, it is checked against
 	// the keys. The zero Scope{} literal infers the kind from the keys.
-	want ScopeKind
+	want scopeKind
 	set  bool
 }
 
 // Global is the plugin's own scope, tied to no chat and no user.
-func Global() Scope { return Scope{want: GlobalScope, set: true} }
+func Global() Scope { return Scope{want: globalKind, set: true} }
 
 // Chat is the scope of one chat.
-func Chat(chatKey string) Scope { return Scope{ChatKey: chatKey, want: ChatScope, set: true} }
+func Chat(chatKey string) Scope { return Scope{ChatKey: chatKey, want: chatKind, set: true} }
 
 // User is the scope of one user, shared by every chat the user writes from.
-func User(userKey string) Scope { return Scope{UserKey: userKey, want: UserScope, set: true} }
+func User(userKey string) Scope { return Scope{UserKey: userKey, want: userKind, set: true} }
 
 // ChatUser is the scope of one user within one chat.
 func ChatUser(chatKey, userKey string) Scope {
-	return Scope{ChatKey: chatKey, UserKey: userKey, want: ChatUserScope, set: true}
+	return Scope{ChatKey: chatKey, UserKey: userKey, want: chatUserKind, set: true}
 }
 
-// Kind returns the scope's kind as built (or, for a literal, as its keys
+// kind returns the scope's kind as built (or, for a literal, as its keys
 // say).
-func (s Scope) Kind() ScopeKind {
+func (s Scope) kind() scopeKind {
 	if s.set {
 		return s.want
 	}
 	switch {
 	case s.ChatKey != "" && s.UserKey != "":
-		return ChatUserScope
+		return chatUserKind
 	case s.ChatKey != "":
-		return ChatScope
+		return chatKind
 	case s.UserKey != "":
-		return UserScope
+		return userKind
 	}
-	return GlobalScope
+	return globalKind
 }
 
 // Check reports a scope whose keys do not fit its kind: ErrNoUser for a
 // user scope without a user, ErrNoChat for a chat scope without a chat.
 func (s Scope) Check() error {
-	k := s.Kind()
-	if (k == UserScope || k == ChatUserScope) && s.UserKey == "" {
+	k := s.kind()
+	if (k == userKind || k == chatUserKind) && s.UserKey == "" {
 		return fmt.Errorf("%s scope: %w", k, ErrNoUser)
 	}
-	if (k == ChatScope || k == ChatUserScope) && s.ChatKey == "" {
+	if (k == chatKind || k == chatUserKind) && s.ChatKey == "" {
 		return fmt.Errorf("%s scope: %w", k, ErrNoChat)
 	}
-	if k == GlobalScope && (s.ChatKey != "" || s.UserKey != "") {
+	if k == globalKind && (s.ChatKey != "" || s.UserKey != "") {
 		return fmt.Errorf("global scope given chat %q and user %q", s.ChatKey, s.UserKey)
 	}
-	if k == ChatScope && s.UserKey != "" || k == UserScope && s.ChatKey != "" {
+	if k == chatKind && s.UserKey != "" || k == userKind && s.ChatKey != "" {
 		return fmt.Errorf("%s scope given both chat %q and user %q (use ChatUser)", k, s.ChatKey, s.UserKey)
 	}
 	return nil
 }
 
 func (s Scope) String() string {
-	switch s.Kind() {
-	case ChatScope:
+	switch s.kind() {
+	case chatKind:
 		return fmt.Sprintf("chat %q", s.ChatKey)
-	case UserScope:
+	case userKind:
 		return fmt.Sprintf("user %q", s.UserKey)
-	case ChatUserScope:
+	case chatUserKind:
 		return fmt.Sprintf("chat %q user %q", s.ChatKey, s.UserKey)
 	}
 	return "global"

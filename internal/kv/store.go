@@ -425,7 +425,7 @@ func (n *namespace) DeleteScope(ctx context.Context, scope plugin.Scope) (int, e
 	if err := scope.Check(); err != nil {
 		return 0, n.fail("delete scope", scope, "", err)
 	}
-	if scope.Kind() == plugin.GlobalScope {
+	if scope.ChatKey == "" && scope.UserKey == "" { // the global scope (Check refused a chat or user scope without its key)
 		return 0, n.fail("delete scope", scope, "", errors.New("refusing to delete the global scope: it would erase the plugin's whole namespace"))
 	}
 	for _, c := range []struct{ kind, s string }{{"chat key", scope.ChatKey}, {"user key", scope.UserKey}} {
