@@ -1,5 +1,5 @@
 // Package pluginhost is the host's side of the plugin SDK: what nekro's
-// runtime does with plugins that plugin authors never do (bind host
+// host and runtime do with plugins that plugin authors never do (bind host
 // services, build a method call's Ctx, run hooks, call methods with raw
 // JSON, read store options, list registered plugins). Package plugin is
 // the authors' side and exports none of it.
@@ -126,15 +126,15 @@ func NewCtx(parent context.Context, p *plugin.Plugin, env *RunEnv) *plugin.Ctx {
 	return sdk.NewCtx(parent, p, env)
 }
 
-// Services is what the runtime gives a plugin outside any run (in its init
-// and cleanup hooks, for instance).
+// Services is what the host (internal/host) gives a plugin outside any
+// run (in its init and cleanup hooks, for instance).
 type Services interface {
 	// Store returns the plugin's KV namespace.
 	Store() plugin.Store
 	// DataDir returns the plugin's private directory, data/plugins/<key>/,
 	// creating it on first use.
 	DataDir() (string, error)
-	// Logger returns the runtime's logger, tagged with the plugin's key.
+	// Logger returns the host's logger, tagged with the plugin's key.
 	Logger() *slog.Logger
 	// ConfigJSON returns the plugin's settings in force as a JSON object
 	// and their version (it changes whenever they do); nil when the
@@ -148,7 +148,7 @@ type Services interface {
 	SetConfig(changes map[string]any) error
 }
 
-// TimerServices are the services of a runtime that keeps plugins'
+// TimerServices are the services of a host that keeps plugins'
 // timers (package schedule); Plugin.SetTimer and its kin fail with
 // plugin.ErrNoService where the bound Services lack them.
 type TimerServices interface {
@@ -162,7 +162,7 @@ func TimerHandler(p *plugin.Plugin) func(ctx context.Context, chatKey, id, paylo
 	return sdk.TimerHandler(p)
 }
 
-// ServicesOf returns the services bound to p, or nil before the runtime
+// ServicesOf returns the services bound to p, or nil before the host
 // bound it.
 func ServicesOf(p *plugin.Plugin) Services {
 	if s := sdk.Services(p); s != nil {
@@ -190,7 +190,7 @@ func SetConfig(p *plugin.Plugin, changes map[string]any) error {
 	return s.SetConfig(changes)
 }
 
-// Bind attaches the runtime's services to p, before its init hooks run.
+// Bind attaches the host's services to p, before its init hooks run.
 func Bind(p *plugin.Plugin, s Services) { sdk.Bind(p, s) }
 
 // Hooks returns p's lifecycle hooks.
