@@ -16,6 +16,7 @@ import (
 
 	"github.com/nekro-go/nekro/internal/app"
 	"github.com/nekro-go/nekro/internal/app/apptest"
+	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/host"
 	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/runtime"
@@ -465,11 +466,28 @@ func TestSyntaxErrorIsAnError(t *testing.T) {
 
 func TestCancelledRunIsManual(t *testing.T) {
 	rt := open(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	res, err := rt.Exec(ctx, runtime.ExecRequest{ChatKey: "c", Code: "import time\ntime.sleep(30)"})
+	// Cancel once the run is under way (it has written its marker): a
+	// cold sandbox on a busy machine may take seconds to get there.
+	marker := filepath.Join(rt.Layout().SharedDir(files.ContainerKey("c")), "started")
+	go func() {
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			if _, err := os.Stat(marker); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+	}()
+	res, err := rt.Exec(ctx, runtime.ExecRequest{ChatKey: "c",
+		Code: "import time\nopen('/app/shared/started', 'w').close()\ntime.sleep(120)"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the run never started within 60 s: %v", err)
 	}
 	if res.StopType != sandbox.Manual {
 		t.Errorf("stop %v, want MANUAL", res.StopType)
