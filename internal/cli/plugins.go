@@ -2,12 +2,15 @@ package cli
 
 import (
 	"fmt"
+	"io"
+	"sort"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/nekro-go/nekro/internal/app"
 	"github.com/nekro-go/nekro/internal/pluginhost"
+	"github.com/nekro-go/nekro/internal/pyplugin"
 	"github.com/nekro-go/nekro/internal/pysig"
 	"github.com/nekro-go/nekro/internal/registry"
 )
@@ -25,9 +28,6 @@ func newPluginsCmd(g *globals) *cobra.Command {
 			plugins, py, err := app.Plugins(cmd.Context(), g.config())
 			if py != nil {
 				defer py.Close()
-				for file, err := range py.Failed {
-					fmt.Fprintf(cmd.ErrOrStderr(), "nekro: python plugin %s not loaded: %v\n", file, err)
-				}
 			}
 			if err != nil {
 				return err
@@ -49,10 +49,33 @@ func newPluginsCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(tw, "  %s\t%s\t%s\n", mi.Type, pysig.Signature(mi), mi.Description)
 				}
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			return listFailed(out, py)
 		},
 	}
 	cmd.Flags().BoolVar(&prompt, "prompt", false, "print the method docs exactly as the AI reads them")
 	cmd.AddCommand(newPluginsConfigCmd(g), newPluginsStateCmd(g, true), newPluginsStateCmd(g, false))
 	return cmd
+}
+
+// listFailed lists the Python plugins that did not load, each with its
+// error (file, line, exception), as the reference's failed-plugin
+// registry shows them; any makes `nekro plugins` fail (exit 1) once the
+// others are listed.
+func listFailed(out io.Writer, py *pyplugin.Set) error {
+	if py == nil || len(py.Failed) == 0 {
+		return nil
+	}
+	files := make([]string, 0, len(py.Failed))
+	for f := range py.Failed {
+		files = append(files, f)
+	}
+	sort.Strings(files)
+	fmt.Fprintf(out, "\nnot loaded (%d):\n", len(files))
+	for _, f := range files {
+		fmt.Fprintf(out, "  %v\n", py.Failed[f])
+	}
+	return fmt.Errorf("%d python plugin(s) did not load (listed above)", len(files))
 }

@@ -50,8 +50,13 @@ type hookFlags struct {
 
 // hello is what a plugin process says first.
 type hello struct {
-	Error  string `json:"error"`
-	Plugin struct {
+	// Error, with where it was raised, says why the plugin did not load.
+	Error     string `json:"error"`
+	ErrorType string `json:"error_type"`
+	File      string `json:"file"`
+	Line      int    `json:"line"`
+	Traceback string `json:"traceback"`
+	Plugin    struct {
 		Name, Description, Version, Author, URL string
 		ModuleName                              string `json:"module_name"`
 	} `json:"plugin"`
@@ -230,7 +235,8 @@ func (h *host) start(ctx context.Context) (*process, *hello, error) {
 		}
 		if hl.Error != "" {
 			p.kill()
-			return nil, nil, fmt.Errorf("%s: %s", h.path, hl.Error)
+			return nil, nil, &LoadError{Path: h.path, File: hl.File, Line: hl.Line, Type: hl.ErrorType,
+				Message: hl.Error, Traceback: hl.Traceback}
 		}
 		return p, &hl, nil
 	case <-p.done:

@@ -27,27 +27,75 @@ from nekro_agent.api.plugin import NekroPlugin, SandboxMethodType
 from nekro_agent.api.schemas import AgentCtx
 
 
+# The package plugins are imported under, as the reference imports them
+# under its plugin directory's package (workdir.NAME): a plugin named
+# like a standard module (email, status) does not shadow it.
+PLUGINS_PACKAGE = "nekro_plugins"
+
+
 def load(path: str):
     """Import the plugin module at path and return its `plugin`."""
     path = os.path.abspath(path)
+    if PLUGINS_PACKAGE not in sys.modules:
+        parent = types.ModuleType(PLUGINS_PACKAGE)
+        parent.__path__ = []
+        sys.modules[PLUGINS_PACKAGE] = parent
     if os.path.isdir(path):
-        name = os.path.basename(path)
+        name = PLUGINS_PACKAGE + "." + os.path.basename(path)
         spec = importlib.util.spec_from_file_location(name, os.path.join(path, "__init__.py"),
                                                       submodule_search_locations=[path])
     else:
-        name = os.path.splitext(os.path.basename(path))[0]
+        name = PLUGINS_PACKAGE + "." + os.path.splitext(os.path.basename(path))[0]
         spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError("%s is not a Python module or package" % path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
     plugin = getattr(module, "plugin", None)
     if plugin is None:
-        raise LookupError("MissingPluginInstance: %s defines no module-level `plugin`" % path)
+        raise MissingPluginInstance("%s defines no module-level `plugin`" % path)
     if not isinstance(plugin, NekroPlugin):
-        raise TypeError("InvalidPluginType: `plugin` in %s is a %s, not a NekroPlugin" % (path, type(plugin).__name__))
+        raise InvalidPluginType("`plugin` in %s is a %s, not a NekroPlugin" % (path, type(plugin).__name__))
     return plugin
+
+
+class MissingPluginInstance(LookupError):
+    """The plugin's module defines no `plugin` (the reference's name)."""
+
+
+class InvalidPluginType(TypeError):
+    """The plugin's `plugin` is not a NekroPlugin (the reference's name)."""
+
+
+async def load_in_loop(path: str):
+    """load, run inside the event loop as the reference imports plugins
+    (module-level code may create tasks or ask for the running loop)."""
+    return load(path)
+
+
+def where(err: BaseException, path: str) -> dict:
+    """Where a plugin's import failed: the innermost line of the plugin's
+    own files in the traceback (a syntax error's own line; none when the
+    plugin's code is not in it); with the traceback, as the reference's
+    failed-plugin registry keeps it."""
+    root = os.path.abspath(path)
+    if not os.path.isdir(root):
+        root = os.path.dirname(root)
+    file, line = "", 0
+    if isinstance(err, SyntaxError) and err.filename:
+        file, line = err.filename, err.lineno or 0
+    else:
+        frames = traceback.extract_tb(err.__traceback__)
+        own = [f for f in frames if os.path.abspath(f.filename).startswith(root + os.sep)]
+        if own:
+            file, line = own[-1].filename, own[-1].lineno or 0
+    tb = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+    return {"error_type": type(err).__name__, "file": file, "line": line, "traceback": tb[-4000:]}
 
 
 def type_name(ann) -> str:
@@ -316,59 +364,41 @@ def main() -> None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fd)
     link = _link.Link(sock)
     _link.link = link
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
     try:
         from nekro_agent import _compat
 
         _compat.apply()
-        plugin = load(path)
+        plugin = loop.run_until_complete(load_in_loop(path))
         hello = describe(plugin)
     except BaseException as e:
-        link.send({"op": "hello", "error": "%s: %s" % (type(e).__name__, e)})
+        link.send({"op": "hello", "error": "%s: %s" % (type(e).__name__, e), **where(e, path)})
         return
     link.send({"op": "hello", **hello})
 
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
     _link._loop = loop
     host = Host(plugin, link, loop)
     loop.run_until_complete(serve(host, link, sock))
 
 
-def start_eagerly(coro):
-    """Run coro at once, in a context of its own, up to its first real
-    wait; only a coroutine that waits becomes a task (asyncio 3.12's eager
-    tasks, for 3.11: a call that never waits is answered in the same
-    event-loop pass, about 20 µs sooner). Returns the task, or None when
-    coro has finished."""
+def start_task(coro):
+    """Run coro as an asyncio Task of its own (its own copy of the
+    context), so what plugins use works inside it as in the reference:
+    asyncio.current_task(), asyncio.timeout(), httpx and the other
+    anyio-based libraries, task-local context variables. From Python
+    3.12 the task starts eagerly (a call that never waits is answered in
+    the same event-loop pass); returns the task, or None when it has
+    finished already."""
+    loop = asyncio.get_running_loop()
     ctx = contextvars.copy_context()
-    try:
-        waiting_on = ctx.run(coro.send, None)
-    except StopIteration:
-        return None
-    return asyncio.get_running_loop().create_task(_go_on(coro, waiting_on), context=ctx)
+    if _EAGER:
+        t = asyncio.Task(coro, loop=loop, context=ctx, eager_start=True)
+        return None if t.done() else t
+    return loop.create_task(coro, context=ctx)
 
 
-async def _go_on(coro, waiting_on):
-    return await _resume(coro, waiting_on)
-
-
-@types.coroutine
-def _resume(coro, waiting_on):
-    """Drive a started coroutine from where it stopped: hand the task the
-    future it was waiting on, and the outcome back to it."""
-    while True:
-        try:
-            value = yield waiting_on
-        except BaseException as e:  # the task was cancelled or the future failed
-            try:
-                waiting_on = coro.throw(e)
-            except StopIteration as done:
-                return done.value
-        else:
-            try:
-                waiting_on = coro.send(value)
-            except StopIteration as done:
-                return done.value
+_EAGER = sys.version_info >= (3, 12)
 
 
 class _Protocol(asyncio.BufferedProtocol):
@@ -425,7 +455,7 @@ class _Protocol(asyncio.BufferedProtocol):
         if "req" in msg and "op" not in msg:
             self.link.answered(msg)
         else:
-            t = start_eagerly(self.host.handle(msg))
+            t = start_task(self.host.handle(msg))
             if t is not None:
                 self.tasks.add(t)
                 t.add_done_callback(self.tasks.discard)
