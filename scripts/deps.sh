@@ -27,6 +27,9 @@ if [ "${1:-}" = test ]; then
   # ... and requests (dynamic_import_pkg("requests>=2.25.0") in the downloads).
   /usr/bin/python3 -c 'import requests' >/dev/null 2>&1 || need+=(python3-requests)
   /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)   # dynamic_import_pkg's installs
+  # The Python plugin host's tests make httpx requests from plugin methods
+  # (inside an asyncio Task, as real Nekro Agent plugins do).
+  /usr/bin/python3 -c 'import httpx' >/dev/null 2>&1 || need+=(python3-httpx)
   # The MCP tests run the reference MCP servers and the conformance suite (npm).
   command -v node >/dev/null 2>&1 || need+=(nodejs)
   command -v npm >/dev/null 2>&1 || need+=(npm)

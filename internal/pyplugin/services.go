@@ -105,6 +105,20 @@ func (h *host) serve(m message) (any, error) {
 		}
 		raw, version := pluginhost.ConfigJSON(h.plugin)
 		return configAnswer{raw, version}, nil
+	case "model.ask":
+		// The reference's chat-completion helpers, answered by one of
+		// the operator's model groups: the plugin never holds a key.
+		var a struct {
+			Group string               `json:"group"`
+			Parts []plugin.ContentPart `json:"parts"`
+		}
+		if err := json.Unmarshal(m.Args, &a); err != nil {
+			return nil, fmt.Errorf("%s: bad arguments: %w", m.Op, err)
+		}
+		if ctx == nil {
+			return nil, fmt.Errorf("a model can be asked only while a sandbox method runs (from its _ctx)")
+		}
+		return ctx.AskModel(a.Group, a.Parts...)
 	case "fs.mixed_forward_file":
 		var a struct {
 			URL      *string `json:"url"`

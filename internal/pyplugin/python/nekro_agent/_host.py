@@ -138,6 +138,10 @@ def describe(plugin: NekroPlugin) -> dict:
                    "version": plugin.version, "description": plugin.description, "url": plugin.url},
         "methods": methods,
         "config": _config.describe(plugin.config_class) if plugin.config_class is not None else None,
+        "commands": [{"name": name, "description": str(meta.get("description", "")),
+                      "aliases": list(meta.get("aliases") or []),
+                      "permission": str(getattr(meta.get("permission"), "value", meta.get("permission") or "public")),
+                      "usage": str(meta.get("usage", ""))} for name, _f, meta in plugin.commands],
         "hooks": {"init": plugin.init_method is not None, "cleanup": plugin.cleanup_method is not None,
                   "reset": plugin.on_reset_method is not None,
                   "prompt_inject": plugin.prompt_inject_method is not None,
@@ -356,6 +360,13 @@ def _close_quietly(stage) -> None:
 
 def main() -> None:
     path, fd = sys.argv[1], int(sys.argv[2])
+    # python -m puts the working directory (the plugin directory) first on
+    # sys.path: last instead, so a plugin named like a standard module
+    # (email) does not shadow it, and its siblings still import.
+    here = os.getcwd()
+    for entry in [p for p in sys.path if p in ("", here)]:
+        sys.path.remove(entry)
+        sys.path.append(entry)
     env_dir = sys.argv[3] if len(sys.argv) > 3 else ""
     from nekro_agent.api import plugin as _plugin_api
 
@@ -376,6 +387,11 @@ def main() -> None:
         link.send({"op": "hello", "error": "%s: %s" % (type(e).__name__, e), **where(e, path)})
         return
     link.send({"op": "hello", **hello})
+    missing = plugin.not_served()
+    if missing:
+        link.send({"op": "log", "level": "warning",
+                   "msg": "plugin %s declares %s: nekro does not serve these for Python plugins yet "
+                          "(the plugin's sandbox methods and hooks work)" % (plugin.key, "; ".join(missing))})
 
     _link._loop = loop
     host = Host(plugin, link, loop)

@@ -56,3 +56,12 @@ async def push_system(chat_key: str, message: str, ctx=None, trigger_agent: bool
         await _link.get().request("message.push_system", chat_key=chat_key, text=message, trigger=bool(trigger_agent))
     finally:
         _link.current_call.reset(prev)
+
+
+async def download_from_url(url: str, ctx) -> str:
+    """Fetch url into the chat's uploads; returns the sandbox path."""
+    return await ctx.fs.mixed_forward_file(url)
+
+
+from nekro_agent.schemas.agent_message import AgentMessageSegment, AgentMessageSegmentType  # noqa: E402,F401
+from nekro_agent.schemas.chat_message import ChatMessage  # noqa: E402,F401

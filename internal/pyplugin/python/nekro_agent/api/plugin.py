@@ -10,9 +10,11 @@ from typing import Any, Callable, Literal, Optional
 
 from nekro_agent import _config, _link
 from nekro_agent._config import ConfigBase, ExtraField
-from nekro_agent.api.core import logger as _core_logger
+from nekro_agent.core import logger as _core_logger
 
-__all__ = ["NekroPlugin", "SandboxMethodType", "PluginStore", "ConfigBase", "ExtraField", "dynamic_import_pkg"]
+__all__ = ["Arg", "AsyncTaskHandle", "CmdCtl", "CommandExecutionContext", "CommandGroup", "CommandPermission",
+           "CommandResponse", "ConfigBase", "ExtraField", "NekroPlugin", "PluginStore", "SandboxMethod",
+           "SandboxMethodType", "TaskCtl", "TaskRunner", "TaskSignal", "dynamic_import_pkg", "task"]
 
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -87,6 +89,18 @@ class NekroPlugin:
         self.config_class = None
         self._data_dir: Optional[str] = None
         self.logger = logging.getLogger("nekro_agent.plugin." + self.key)
+        self.i18n_name = _ignored.get("i18n_name")
+        self.i18n_description = _ignored.get("i18n_description")
+        self._is_builtin, self._is_package = is_builtin, is_package
+        # What nekro does not serve yet is recorded (and said in its log
+        # when the plugin loads): commands, web routers, webhooks and
+        # asynchronous tasks.
+        self.commands: list = []  # (name, func, metadata dict)
+        self.router_factory: Optional[Callable] = None
+        self.webhook_methods: dict = {}
+        self.async_tasks: dict = {}
+        global _current_plugin
+        _current_plugin = self
 
     @property
     def key(self) -> str:
@@ -197,6 +211,103 @@ class NekroPlugin:
 
         return deco
 
+    def mount_command(self, name: str, description: str, aliases: Optional[list] = None, permission: Any = None,
+                      usage: str = "", category: str = "plugin", tags: Optional[list] = None, internal: bool = False,
+                      **i18n: Any):
+        """Declare a command (/name). nekro records it; serving Python
+        plugins' commands on nekro's command system is not done yet (its
+        log says so when the plugin loads)."""
+
+        def deco(func):
+            self._record_command(name, func, description=description, aliases=aliases or [], permission=permission,
+                                 usage=usage, category=category, tags=tags or [], internal=internal, **i18n)
+            return func
+
+        return deco
+
+    def mount_command_group(self, name: str, description: str, permission: Any = None, category: str = "plugin",
+                            tags: Optional[list] = None):
+        """A group of commands (name.sub), recorded as mount_command's."""
+        from nekro_agent.services.command.group import CommandGroup
+
+        return CommandGroup(name, description, permission=permission, category=category, tags=tags, plugin=self)
+
+    def _record_command(self, name: str, func: Callable, **meta: Any) -> None:
+        self.commands.append((name, func, meta))
+
+    def mount_router(self):
+        """A web router factory (FastAPI in the reference): recorded, not
+        served (nekro does not serve Python plugins' routers yet)."""
+
+        def deco(func):
+            self.router_factory = func
+            return func
+
+        return deco
+
+    def get_plugin_router(self):
+        return None
+
+    def mount_webhook_method(self, endpoint: str, name: str, description: str = ""):
+        """A webhook handler: recorded, not served yet."""
+
+        def deco(func):
+            self.webhook_methods[endpoint] = func
+            return func
+
+        return deco
+
+    def mount_async_task(self, task_type: str):
+        """An asynchronous task (yielding TaskCtl): recorded, not run yet."""
+
+        def deco(func):
+            self.async_tasks[task_type] = func
+            return func
+
+        return deco
+
+    def reset_methods(self) -> None:
+        self.sandbox_methods = []
+
+    def is_enabled(self) -> bool:
+        return True
+
+    @property
+    def is_builtin(self) -> bool:
+        return self._is_builtin
+
+    @property
+    def is_package(self) -> bool:
+        return self._is_package
+
+    def get_name(self, lang: Any = None) -> str:
+        from nekro_agent.schemas.i18n import SupportedLang, get_text
+
+        return get_text(self.i18n_name, self.name, lang or SupportedLang.ZH_CN)
+
+    def get_description(self, lang: Any = None) -> str:
+        from nekro_agent.schemas.i18n import SupportedLang, get_text
+
+        return get_text(self.i18n_description, self.description, lang or SupportedLang.ZH_CN)
+
+    def get_vector_collection_name(self, key: str = "") -> str:
+        from nekro_agent import _unavailable
+
+        _unavailable.fail("get_vector_collection_name()", "nekro has no vector database (Qdrant)")
+
+    def not_served(self) -> list:
+        """What the plugin declared that nekro does not serve yet."""
+        out = []
+        if self.commands:
+            out.append("commands (%s)" % ", ".join("/" + c[0] for c in self.commands))
+        if self.router_factory is not None:
+            out.append("a web router")
+        if self.webhook_methods:
+            out.append("webhooks (%s)" % ", ".join(sorted(self.webhook_methods)))
+        if self.async_tasks:
+            out.append("asynchronous tasks (%s)" % ", ".join(sorted(self.async_tasks)))
+        return out
+
     # Services.
 
     @property
@@ -248,6 +359,8 @@ class NekroPlugin:
 
 # data/plugins, given by nekro when it starts the plugin's process.
 _plugins_root = ""
+# The plugin this process serves (the last NekroPlugin made).
+_current_plugin: Optional["NekroPlugin"] = None
 
 
 class _Packages:
@@ -304,3 +417,11 @@ def dynamic_import_pkg(package_spec: str, import_name: Optional[str] = None, **_
 
 
 _ = _core_logger  # core.logger exists before any plugin logs
+
+# The reference's api.plugin also offers the command system and tasks.
+from nekro_agent.services.command.base import CommandPermission  # noqa: E402
+from nekro_agent.services.command.ctl import CmdCtl  # noqa: E402
+from nekro_agent.services.command.group import CommandGroup  # noqa: E402
+from nekro_agent.services.command.schemas import Arg, CommandExecutionContext, CommandResponse  # noqa: E402
+from nekro_agent.services.plugin.schema import SandboxMethod  # noqa: E402
+from nekro_agent.services.plugin.task import AsyncTaskHandle, TaskCtl, TaskRunner, TaskSignal, task  # noqa: E402

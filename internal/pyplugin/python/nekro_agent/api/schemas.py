@@ -1,9 +1,38 @@
-"""AgentCtx: what a sandbox method and a hook receive as _ctx."""
+"""AgentCtx: what a sandbox method and a hook receive as _ctx; and the
+reference's other schema types of nekro_agent.api.schemas."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from nekro_agent import _link
+from nekro_agent.schemas.agent_message import AgentMessageSegment, AgentMessageSegmentType
+
+__all__ = ["AgentCtx", "AgentMessageSegment", "AgentMessageSegmentType", "MessageContent", "WebhookRequest"]
+
+MessageContent = Union[str, List[AgentMessageSegment]]
+
+
+class WebhookRequest:
+    """A webhook's request (headers and JSON body)."""
+
+    def __init__(self, headers: Optional[Dict[str, str]] = None, body: Optional[Dict[str, Any]] = None):
+        self.headers = dict(headers or {})
+        self.body = dict(body or {})
+
+
+def split_chat_key(chat_key: Optional[str]) -> Tuple[Optional[str], Optional[str], Optional[str]]:
+    """(adapter_key, channel_id, channel_type) of a chat key, as the
+    reference's adapters build them: "onebot_v11-group_123" is
+    ("onebot_v11", "group_123", "group"). A chat of no platform (nekro's
+    own: "c1", "group_9") has no adapter_key; its channel_id is the key."""
+    if not chat_key:
+        return None, None, None
+    from nekro_agent.schemas.chat_message import ChatType
+
+    adapter, sep, channel = chat_key.partition("-")
+    if not sep or not channel or not adapter.replace("_", "").isalnum():
+        adapter, channel = None, chat_key
+    return adapter, channel, ChatType.from_chat_key(chat_key).value
 
 
 class AgentCtx:
@@ -16,7 +45,7 @@ class AgentCtx:
 
     def __init__(self, from_chat_key: Optional[str] = None, container_key: Optional[str] = None,
                  from_user_id: Optional[str] = None, run_id: str = "", call: str = "",
-                 shared_path: str = "", upload_path: str = ""):
+                 shared_path: str = "", upload_path: str = "", **fields: Any):
         self.from_chat_key = from_chat_key
         self.container_key = container_key
         self._user_id = from_user_id or None
@@ -24,6 +53,12 @@ class AgentCtx:
         self._call = call
         self._paths = (shared_path, upload_path)
         self._stage = None  # the call's copy of /app/shared, made when the method first uses fs
+        self.adapter_key, self.channel_id, self.channel_type = split_chat_key(from_chat_key)
+        self.channel_name: Optional[str] = self.channel_id
+        self.webhook_request: Optional[WebhookRequest] = None
+        for k in ("adapter_key", "channel_id", "channel_type", "channel_name", "webhook_request"):
+            if fields.get(k) is not None:
+                setattr(self, k, fields[k])
 
     @property
     def chat_key(self) -> str:
@@ -36,6 +71,72 @@ class AgentCtx:
         return self._user_id
 
     from_platform_userid = from_user_id
+
+    @property
+    def db_chat_channel(self):
+        """The run's chat as the reference's DBChatChannel row (read-only)."""
+        if not self.from_chat_key:
+            return None
+        from nekro_agent.models.db_chat_channel import DBChatChannel
+
+        return DBChatChannel._row(self.from_chat_key)
+
+    @property
+    def db_user(self):
+        """The run's user as the reference's DBUser row (read-only), or None."""
+        if not self._user_id:
+            return None
+        from nekro_agent.models.db_user import DBUser
+
+        return DBUser._row(self._user_id, self.adapter_key or "")
+
+    @property
+    def adapter(self):
+        """The adapter of the run's chat (nekro_agent.adapters)."""
+        if not self.adapter_key:
+            raise ValueError("missing adapter_key: chat %s is not a chat of a platform" % self.from_chat_key)
+        from nekro_agent.adapters.utils import adapter_utils
+
+        return adapter_utils.get_adapter(self.adapter_key)
+
+    async def get_core_config(self):
+        from nekro_agent.core.config import config
+
+        return config
+
+    async def get_onebot_v11_bot(self):
+        if self.adapter_key != "onebot_v11":
+            raise ValueError("not a OneBot v11 chat (adapter %s)" % self.adapter_key)
+        from nekro_agent.adapters.onebot_v11.core.bot import get_bot
+
+        return get_bot()
+
+    async def get_bound_workspace(self):
+        """nekro has no CC workspaces: always None."""
+        return None
+
+    async def get_preset_by_id(self, preset_id: int):
+        from nekro_agent.models.db_preset import DBPreset
+
+        return None if preset_id == -1 else await DBPreset.get_or_none(id=preset_id)
+
+    async def get_effective_preset_by_id(self, preset_id: int = -1):
+        from nekro_agent.models.db_chat_channel import DefaultPreset
+
+        return DefaultPreset._nekro()
+
+    async def current_preset(self):
+        return await self.get_effective_preset_by_id()
+
+    async def set_preset(self, preset_id: Optional[int] = None) -> bool:
+        from nekro_agent import _unavailable
+
+        _unavailable.fail("AgentCtx.set_preset()", "nekro has no presets (the persona is the operator's system prompt)")
+
+    async def push_system(self, message: str, trigger_agent: bool = False) -> None:
+        from nekro_agent.api import message as _message
+
+        await _message.push_system(self.chat_key, message, self, trigger_agent=trigger_agent)
 
     @property
     def fs(self):
@@ -65,8 +166,20 @@ class AgentCtx:
         await message.send_file(self.chat_key, file_path, self, record=record)
 
     @classmethod
-    def create_by_chat_key(cls, chat_key: str, container_key: Optional[str] = None, **_):
+    async def create_by_chat_key(cls, chat_key: str, container_key: Optional[str] = None, **_):
+        """A context for chat_key (for timers and background work, as the
+        reference's; sending from it is a send outside a call)."""
         return cls(from_chat_key=chat_key, container_key=container_key)
+
+    @classmethod
+    def create_by_db_chat_channel(cls, db_chat_channel, container_key: Optional[str] = None, **_):
+        return cls(from_chat_key=db_chat_channel.chat_key, container_key=container_key)
+
+    @classmethod
+    async def create_by_webhook(cls, webhook_request: WebhookRequest):
+        ctx = cls()
+        ctx.webhook_request = webhook_request
+        return ctx
 
     def __repr__(self) -> str:
         return "AgentCtx(chat_key=%r, user=%r, container_key=%r)" % (self.from_chat_key, self._user_id, self.container_key)

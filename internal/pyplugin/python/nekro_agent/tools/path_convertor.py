@@ -59,3 +59,30 @@ get_sandbox_path = convert_filename_to_container_path
 def convert_to_container_path(path: Union[str, Path]) -> Path:
     """/app/uploads/<name of path>: a host file, as an uploads file."""
     return convert_filename_to_container_path(PurePosixPath(str(path)).name)
+
+
+def sanitize_chat_key_for_path(chat_key: str) -> str:
+    """A chat key usable as one path element."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", chat_key)
+
+
+def convert_filename_to_sandbox_upload_path(filename: Union[str, Path]) -> Path:
+    """The sandbox path of an uploaded file: /app/uploads/NAME."""
+    return Path("/app/uploads") / Path(filename).name
+
+
+def convert_filename_to_sandbox_shared_path(filename: Union[str, Path]) -> Path:
+    """The sandbox path of a shared file: /app/shared/NAME."""
+    return Path("/app/shared") / Path(filename).name
+
+
+def get_upload_file_path(from_chat_key: str, file_name: str = "", use_suffix: str = "", seed: str = "") -> Path:
+    """A host path for a new file of the chat's uploads: in the call's
+    copy of its files (_ctx.fs), written back when the call ends."""
+    import hashlib
+    import time as _time
+
+    name = file_name or hashlib.md5((seed or str(_time.time())).encode()).hexdigest() + use_suffix
+    return convert_filename_to_access_path(name, from_chat_key)

@@ -1,0 +1,1 @@
+"""OneBot v11, as plugins reach it (core.bot.get_bot)."""

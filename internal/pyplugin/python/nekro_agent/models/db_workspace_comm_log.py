@@ -1,0 +1,9 @@
+"""DBWorkspaceCommLog, the reference's model: importable; queries fail (NotAvailableError)
+because nekro has no CC workspaces."""
+from nekro_agent.models._base import Model
+
+__all__ = ["DBWorkspaceCommLog"]
+
+
+class DBWorkspaceCommLog(Model):
+    _why = "nekro has no CC workspaces"

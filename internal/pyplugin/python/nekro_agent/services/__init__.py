@@ -1,0 +1,1 @@
+"""The reference's services, as far as plugins use them."""

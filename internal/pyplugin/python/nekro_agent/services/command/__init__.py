@@ -1,0 +1,1 @@
+"""The reference's command system, as plugins declare commands."""

@@ -1,0 +1,1 @@
+"""The reference's plugin service paths."""
