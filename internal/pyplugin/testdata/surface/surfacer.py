@@ -1,0 +1,87 @@
+"""A plugin written to the reference's API the way real Nekro Agent
+plugins use it: the re-export paths, core.logger/config, i18n, MsgSignal
+at schemas.signal, AgentCtx's platform fields, mount_command, httpx."""
+import asyncio
+
+from nekro_agent.api import core, i18n
+from nekro_agent.api.plugin import Arg, CmdCtl, CommandExecutionContext, CommandPermission, CommandResponse
+from nekro_agent.api.schemas import AgentCtx
+from nekro_agent.core import config as core_config
+from nekro_agent.core import logger
+from nekro_agent.core.logger import get_sub_logger
+from nekro_agent.models.db_chat_channel import DBChatChannel
+from nekro_agent.models.db_chat_message import DBChatMessage
+from nekro_agent.schemas.chat_message import ChatType
+from nekro_agent.schemas.signal import MsgSignal
+from nekro_agent.services.plugin.base import ConfigBase, NekroPlugin, SandboxMethodType
+
+plugin = NekroPlugin(
+    name="Surface",
+    module_name="surfacer",
+    description="uses what real plugins import",
+    version="1.0.0",
+    author="tester",
+    url="",
+    i18n_name=i18n.i18n_text(zh_CN="表面", en_US="Surface"),
+)
+sub = get_sub_logger("surfacer")
+
+
+@plugin.mount_config()
+class SurfaceConfig(ConfigBase):
+    GREETING: str = "hi"
+
+
+@plugin.mount_command(name="surf", description="a command", permission=CommandPermission.PUBLIC)
+async def surf(context: CommandExecutionContext, what: str = Arg("what", default="x", positional=True)) -> CommandResponse:
+    return CmdCtl.success("surf " + what)
+
+
+@plugin.mount_sandbox_method(SandboxMethodType.TOOL, name="context")
+async def where_am_i(_ctx: AgentCtx) -> dict:
+    logger.warning("where_am_i in {}", _ctx.chat_key)
+    sub.success("sub logger works")
+    channel = await DBChatChannel.get_channel(chat_key=_ctx.chat_key)
+    mine = await DBChatChannel.filter(is_active=True).all()
+    try:
+        await DBChatMessage.filter(chat_key=_ctx.chat_key).limit(1)
+        history = "answered"
+    except Exception as e:  # noqa: BLE001
+        history = type(e).__name__
+    return {
+        "adapter_key": _ctx.adapter_key, "channel_id": _ctx.channel_id, "channel_type": _ctx.channel_type,
+        "chat_key": _ctx.chat_key, "from_user_id": _ctx.from_user_id,
+        "group": channel.chat_type == ChatType.GROUP, "visible_chats": [c.chat_key for c in mine],
+        "history": history, "context_len": core_config.AI_CHAT_CONTEXT_MAX_LENGTH,
+        "greeting": plugin.get_config(SurfaceConfig).GREETING,
+        "signal": MsgSignal.CONTINUE.name, "name_en": plugin.i18n_name["en-US"],
+        "commands": [c[0] for c in plugin.commands],
+    }
+
+
+@plugin.mount_sandbox_method(SandboxMethodType.TOOL, name="fetch")
+async def fetch(_ctx: AgentCtx, url: str) -> dict:
+    import httpx  # anyio's: refuses to run outside an asyncio Task
+
+    task = asyncio.current_task()
+    # asyncio.timeout first: Debian's anyio 3.6 (under its httpx) leaves
+    # the task's cancellation count raised after a request, which breaks
+    # a later asyncio.timeout in the same task (fixed in anyio 4).
+    timed_out = False
+    try:
+        async with asyncio.timeout(0.05):
+            await asyncio.sleep(5)
+    except TimeoutError:
+        timed_out = True
+    async with httpx.AsyncClient() as client:
+        r = await client.get(url)
+    return {"status": r.status_code, "body": r.text, "in_task": task is not None, "timeout_works": timed_out}
+
+
+@plugin.mount_sandbox_method(SandboxMethodType.TOOL, name="qdrant")
+async def use_qdrant(_ctx: AgentCtx) -> str:
+    try:
+        await core.get_qdrant_client()
+    except Exception as e:  # noqa: BLE001
+        return "%s: %s" % (type(e).__name__, e)
+    return "no error"
