@@ -149,7 +149,12 @@ type File struct {
 	Name string // as the platform names it; sanitized when stored
 	Kind string // "image" or "file"
 	URL  string
-	Data []byte
+	// Secret is a credential written inside URL (Telegram's file URLs
+	// carry the bot token in their path), "" for none: nekro writes
+	// "<secret>" in its place wherever it shows the URL, in the log and
+	// in the note of a file that could not be fetched.
+	Secret string
+	Data   []byte
 }
 
 // Outgoing is an assistant message to deliver.

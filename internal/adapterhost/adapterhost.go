@@ -261,8 +261,21 @@ func (e *entry) fetch(ctx context.Context, up *chat.Upload, f adapter.File) erro
 	}()
 	_, err := up.Add(ctx, f.Name, pr, maxFileBytes)
 	pr.CloseWithError(err) // stops the download when Add gave up early
+	if err != nil && f.Secret != "" {
+		err = &hiddenError{msg: strings.ReplaceAll(err.Error(), f.Secret, "<secret>"), err: err}
+	}
 	return err
 }
+
+// hiddenError is an error whose text has a secret replaced; it still
+// matches what it wraps (errors.Is).
+type hiddenError struct {
+	msg string
+	err error
+}
+
+func (e *hiddenError) Error() string { return e.msg }
+func (e *hiddenError) Unwrap() error { return e.err }
 
 // Routes returns the adapters' HTTP routes, to mount on the server.
 func (s *Set) Routes() map[string]http.Handler {
