@@ -4,4 +4,5 @@ package all
 
 import (
 	_ "github.com/nekro-go/nekro/adapters/onebot"
+	_ "github.com/nekro-go/nekro/adapters/telegram"
 )
