@@ -43,8 +43,10 @@ func (e *apiError) Error() string {
 	switch {
 	case e.Code == http.StatusUnauthorized || (e.Code == http.StatusNotFound && e.Method == "getMe"):
 		msg += " (the Bot API refused the token: check --telegram-token / NEKRO_TELEGRAM_TOKEN against the one @BotFather gave)"
+	case e.Code == http.StatusConflict && strings.Contains(e.Description, "webhook"):
+		msg += " (a webhook is set for this bot, by another program since nekro removes its own: Telegram does not serve getUpdates then)"
 	case e.Code == http.StatusConflict:
-		msg += " (another program polls this bot's updates, or a webhook is set: Telegram serves one poller per bot; stop the other nekro or program using the token)"
+		msg += " (another program polls this bot's updates: Telegram serves one poller per bot; stop the other nekro or program using the token)"
 	}
 	return msg
 }

@@ -323,7 +323,7 @@ func (a *Adapter) poll(ctx context.Context, h adapter.Host) {
 		if !up {
 			a.setStatus(func(s *adapter.Status) { s.Connected, s.Since = true, time.Now().UTC() })
 			if everUp {
-				h.Log().Info("Telegram polling resumed", "bot", "@"+a.bot().Username, "after", lastErr)
+				h.Log().Info("Telegram polling resumed", "bot", "@"+a.bot().Username)
 			} else {
 				h.Log().Info("Telegram connected: long polling for updates", "bot", "@"+a.bot().Username)
 			}

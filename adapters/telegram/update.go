@@ -161,7 +161,7 @@ func (a *Adapter) toMessage(ctx context.Context, h adapter.Host, msg *message) (
 	m.Text = strings.TrimSpace(text)
 	re.Text = m.Text
 	m.Trigger = a.rule.Answer(re)
-	if !private && m.Trigger {
+	if !private { // for chat commands, which are answered with or without a trigger
 		m.Admin = a.isAdmin(ctx, h, msg.Chat.ID, msg.From.ID)
 	}
 	return m, true
