@@ -150,9 +150,10 @@ type File struct {
 	Kind string // "image" or "file"
 	URL  string
 	// Secret is a credential written inside URL (Telegram's file URLs
-	// carry the bot token in their path), "" for none: nekro writes
-	// "<secret>" in its place wherever it shows the URL, in the log and
-	// in the note of a file that could not be fetched.
+	// carry the bot token in their path), "" for none: wherever nekro
+	// shows the URL, in the log and in the note of a file that could not
+	// be fetched, it writes "xxxxx" in its place, as url.URL.Redacted
+	// writes a password.
 	Secret string
 	Data   []byte
 }

@@ -194,8 +194,8 @@ func (c *client) hide(s string) string {
 	if c.token == "" {
 		return s
 	}
-	s = strings.ReplaceAll(s, c.token, "<token>")
-	return strings.ReplaceAll(s, url.PathEscape(c.token), "<token>")
+	s = strings.ReplaceAll(s, c.token, "xxxxx")
+	return strings.ReplaceAll(s, url.PathEscape(c.token), "xxxxx")
 }
 
 type scrubbed struct {

@@ -333,8 +333,11 @@ func (a *Adapter) poll(ctx context.Context, h adapter.Host) {
 			if u.UpdateID < offset {
 				continue // already handled
 			}
-			offset, pending = u.UpdateID+1, true
+			if ctx.Err() != nil {
+				break // left unconfirmed: the next start handles it
+			}
 			a.handle(ctx, h, u)
+			offset, pending = u.UpdateID+1, true
 		}
 	}
 	a.setStatus(func(s *adapter.Status) { s.Connected, s.Since = false, time.Now().UTC() })
@@ -390,6 +393,7 @@ func (a *Adapter) serveWebhook(ctx context.Context, h adapter.Host) error {
 	a.host = nil
 	a.hostMu.Unlock()
 	a.setStatus(func(s *adapter.Status) { s.Connected, s.Since = false, time.Now().UTC() })
+	h.Log().Info("Telegram webhook closed; Telegram keeps the updates until nekro is back")
 	return nil
 }
 

@@ -572,6 +572,21 @@ func TestPolling(t *testing.T) {
 		t.Fatalf("document in: %q\n%s", c.Params["text"], srv.Logs)
 	}
 
+	// A photo whose download fails: the turn is told, without the token
+	// that is in the file's URL (checked with the log at the end).
+	s.addFile("p-gone", "photos/file_gone.jpg", nil)
+	gone := privateMsg("")
+	delete(gone, "text")
+	gone["caption"] = "ping five"
+	gone["photo"] = []any{map[string]any{"file_id": "p-gone", "file_unique_id": "ug", "width": 8, "height": 6}}
+	s.queue(gone)
+	if c := s.next("sendMessage", srv.Logs); c.Params["text"] != "pong five" {
+		t.Fatalf("after a failed download: %+v", c.Params)
+	}
+	if reqs := m.RequestsFor("telegram-private_42"); !reqs[len(reqs)-1].Contains("could not be fetched") || !reqs[len(reqs)-1].Contains("botxxxxx/photos/file_gone.jpg") {
+		t.Fatalf("the failed download is not in the prompt, or not as expected:\n%s", reqs[len(reqs)-1].Last())
+	}
+
 	// Files out: the image by sendPhoto, the CSV by sendDocument, intact.
 	s.queue(privateMsg("draw me a dot"))
 	if c := s.next("sendPhoto", srv.Logs); c.Params["chat_id"] != "42" || !bytes.Equal(c.Files["photo"].Data, dot) || c.Files["photo"].Name != "dot.png" {

@@ -262,7 +262,7 @@ func (e *entry) fetch(ctx context.Context, up *chat.Upload, f adapter.File) erro
 	_, err := up.Add(ctx, f.Name, pr, maxFileBytes)
 	pr.CloseWithError(err) // stops the download when Add gave up early
 	if err != nil && f.Secret != "" {
-		err = &hiddenError{msg: strings.ReplaceAll(err.Error(), f.Secret, "<secret>"), err: err}
+		err = &hiddenError{msg: strings.ReplaceAll(err.Error(), f.Secret, "xxxxx"), err: err}
 	}
 	return err
 }
