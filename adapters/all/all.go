@@ -3,6 +3,7 @@
 package all
 
 import (
+	_ "github.com/nekro-go/nekro/adapters/discord"
 	_ "github.com/nekro-go/nekro/adapters/onebot"
 	_ "github.com/nekro-go/nekro/adapters/telegram"
 )
