@@ -65,6 +65,7 @@ const (
 	maxRefused      = 30 * time.Minute // the longest such wait
 	dialTimeout     = 20 * time.Second
 	helloTimeout    = 30 * time.Second
+	maxResumeDials  = 3        // failed dials of the resume URL before a new session
 	maxFrame        = 32 << 20 // largest Gateway payload read
 	eventQueue      = 256
 	maxTextUnits    = 2000 // Discord's limit of a message's content
@@ -115,11 +116,13 @@ type Adapter struct {
 	rule adapter.ReplyRule
 	api  *rest
 
-	mu       sync.Mutex
-	status   adapter.Status
-	self     botUser
-	sess     session
-	reported string // the refusal last logged as an error, so it is logged once
+	mu     sync.Mutex
+	status adapter.Status
+	self   botUser
+	sess   session
+	// resumeFails counts the dials of the resume URL that failed in a row.
+	resumeFails int
+	reported    string // the refusal last logged as an error, so it is logged once
 }
 
 // botUser is who the bot is, from READY.

@@ -104,10 +104,21 @@ func (a *Adapter) connect(ctx context.Context, h adapter.Host, events chan<- mes
 	cancel()
 	if err != nil {
 		if resuming {
-			a.forgetSession() // the next attempt starts a new session at the URL GET /gateway/bot names
+			a.mu.Lock()
+			a.resumeFails++
+			if a.resumeFails >= maxResumeDials {
+				// The next attempt starts a new session at the URL GET
+				// /gateway/bot names: a network blip keeps the session, a
+				// resume URL that stopped answering does not keep nekro off.
+				a.sess, a.resumeFails = session{}, 0
+			}
+			a.mu.Unlock()
 		}
 		return dropped{err: fmt.Errorf("dial the gateway %s: %w", gw, err)}
 	}
+	a.mu.Lock()
+	a.resumeFails = 0
+	a.mu.Unlock()
 	defer ws.CloseNow()
 	ws.SetReadLimit(maxFrame)
 
@@ -289,9 +300,9 @@ func (c *gwConn) send(op int, d any) error {
 // beat sends a heartbeat with the last sequence read (null before any).
 func (c *gwConn) beat() error {
 	c.a.mu.Lock()
-	seq, known := c.a.sess.seq, c.a.sess.id != "" || c.a.sess.seq > 0
+	seq := c.a.sess.seq // sequences start at 1
 	c.a.mu.Unlock()
-	if !known {
+	if seq == 0 {
 		return c.send(opHeartbeat, nil)
 	}
 	return c.send(opHeartbeat, seq)
