@@ -70,11 +70,11 @@ type frame struct {
 type sim struct {
 	t        *testing.T
 	srv      *httptest.Server
-	refuse   bool  // close every IDENTIFY with 4004, as for a wrong token
 	interval int64 // heartbeat_interval sent in HELLO, ms
 	images   map[string][]byte
 
 	mu          sync.Mutex
+	refuse      bool            // close every IDENTIFY with 4004, as for a wrong token
 	conn        *websocket.Conn // the identified or resumed connection, nil when none
 	sessionID   string
 	seq         int64
@@ -114,7 +114,8 @@ func newSim(t *testing.T) *sim {
 	})
 	mux.HandleFunc("GET /gateway", s.gateway)
 	mux.HandleFunc("GET /resume", s.gateway)
-	s.srv = httptest.NewServer(mux)
+	s.srv = httptest.NewUnstartedServer(mux) // started once s.srv is set: handlers read its URL
+	s.srv.Start()
 	t.Cleanup(s.srv.Close)
 	return s
 }
@@ -735,7 +736,9 @@ func TestRefusedToken(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newSim(t)
+			s.mu.Lock()
 			s.refuse = c.refuse
+			s.mu.Unlock()
 			srv := testutil.Serve(t, testutil.DataDir(t), "api-tok", "NEKRO_LLM_BASE_URL=http://127.0.0.1:1/v1", "NEKRO_LLM_MODEL=scripted",
 				"NEKRO_DISCORD_TOKEN="+c.token, "NEKRO_DISCORD_API_URL="+s.apiURL())
 			logs := func() string { return srv.Logs.String() } // on failure only
