@@ -156,13 +156,13 @@ func New(c Config) (*Adapter, error) {
 	}
 	a := &Adapter{cfg: c, rule: adapter.ReplyRule{Names: c.BotNames, Probability: c.ReplyProbability},
 		api:    newREST(c.APIURL, c.Token),
-		status: adapter.Status{Name: Platform, Mode: "gateway", Remote: "GET " + strings.TrimSuffix(u.Redacted(), "/") + "/gateway/bot"}}
+		status: adapter.Status{Name: Platform, Mode: "gateway", Remote: "GET " + strings.TrimSuffix(redact(c.APIURL), "/") + "/gateway/bot"}}
 	return a, nil
 }
 
 // Info describes the adapter.
 func (a *Adapter) Info() adapter.Info {
-	parts := []string{"token set", "API " + a.api.base}
+	parts := []string{"token set", "API " + redact(a.cfg.APIURL)}
 	if len(a.cfg.Guilds) > 0 {
 		parts = append(parts, "guilds "+strings.Join(a.cfg.Guilds, ","))
 	}
@@ -272,6 +272,15 @@ func (a *Adapter) Check(ctx context.Context) []adapter.Check {
 	return append(out, adapter.Check{OK: true, Detail: fmt.Sprintf("gateway %s; %d of %d session starts left today "+
 		"(the MESSAGE CONTENT intent shows only when nekro serve connects: close code 4014 if it is off)",
 		gb.URL, gb.SessionStartLimit.Remaining, gb.SessionStartLimit.Total)})
+}
+
+// redact drops a password from a URL shown to people.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(bad URL)"
+	}
+	return u.Redacted()
 }
 
 func hostPort(raw string) string {
