@@ -23,7 +23,7 @@ func doctorPlatforms(ctx context.Context, out io.Writer) error {
 		return fmt.Errorf("chat platforms: %w", err)
 	}
 	if len(adapters) == 0 {
-		fmt.Fprintln(out, "ok   chat platforms: none configured (e.g. NEKRO_ONEBOT_TOKEN for OneBot v11)")
+		fmt.Fprintln(out, "ok   chat platforms: none configured (NEKRO_ONEBOT_TOKEN for QQ through OneBot v11, NEKRO_TELEGRAM_TOKEN, NEKRO_DISCORD_TOKEN)")
 		return nil
 	}
 	for _, a := range adapters {
