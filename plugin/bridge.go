@@ -76,9 +76,19 @@ func (hostSide) Commands(p *Plugin) []*mountedCommand {
 	return slices.Clone(p.commands)
 }
 
-// RunCommand answers the command c with the words after its name.
-func (hostSide) RunCommand(c *mountedCommand, ctx *Ctx, words []string) (string, error) {
-	return c.run(ctx, words)
+// RunCommand answers one use of the command c.
+func (hostSide) RunCommand(c *mountedCommand, ctx *Ctx, call pluginbridge.CommandCall) (string, error) {
+	return c.run(ctx, call)
+}
+
+// CommandHidden reports whether c is left out of /help.
+func (hostSide) CommandHidden(c *mountedCommand) bool { return c.hidden }
+
+// MountRawCommand mounts on p a command implemented outside Go; see
+// mountRawCommand.
+func (hostSide) MountRawCommand(p *Plugin, c Command, hidden bool,
+	run func(ctx *Ctx, call pluginbridge.CommandCall) (string, error)) error {
+	return mountRawCommand(p, c, hidden, run)
 }
 
 // Methods returns p's sandbox methods, in mount order.

@@ -7,8 +7,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/nekro-go/nekro/internal/keys"
+	"github.com/nekro-go/nekro/internal/pluginbridge"
 )
 
 // Command is a chat command (MountCommand): a message "/name args..." is
@@ -70,8 +72,8 @@ func MountCommand[In any](p *Plugin, c Command, fn func(ctx *Ctx, args In) (stri
 		}
 	}
 	mc := &mountedCommand{Command: c, plugin: p}
-	mc.run = func(ctx *Ctx, words []string) (string, error) {
-		raw, err := wordsToArgs(params, words)
+	mc.run = func(ctx *Ctx, call pluginbridge.CommandCall) (string, error) {
+		raw, err := wordsToArgs(params, call.Words)
 		if err != nil {
 			return "", fmt.Errorf("%v (usage: %s)", err, c.Usage)
 		}
@@ -90,7 +92,44 @@ func MountCommand[In any](p *Plugin, c Command, fn func(ctx *Ctx, args In) (stri
 type mountedCommand struct {
 	Command
 	plugin *Plugin
-	run    func(ctx *Ctx, words []string) (string, error)
+	run    func(ctx *Ctx, call pluginbridge.CommandCall) (string, error)
+	hidden bool // left out of /help (a Python plugin's internal command)
+}
+
+// mountRawCommand mounts on p a command implemented outside Go (a Python
+// plugin's): run gets the whole call and parses its own arguments. Its
+// names may hold dots (a command group's "group.sub") and any letters,
+// not only ASCII ones; they have no spaces and do not start with the
+// prefix character "/".
+func mountRawCommand(p *Plugin, c Command, hidden bool, run func(ctx *Ctx, call pluginbridge.CommandCall) (string, error)) error {
+	for _, n := range append([]string{c.Name}, c.Aliases...) {
+		if n == "" || strings.IndexFunc(n, unicode.IsSpace) >= 0 || strings.HasPrefix(n, "/") {
+			return fmt.Errorf("plugin %s: command %q: a name is one word, not starting with /", p.Key(), n)
+		}
+	}
+	if c.Permission == "" {
+		c.Permission = "public"
+	}
+	if !slices.Contains([]string{"public", "user", "admin", "super"}, c.Permission) {
+		return fmt.Errorf("plugin %s: command %q: permission %q is not public, user, admin or super", p.Key(), c.Name, c.Permission)
+	}
+	if run == nil {
+		return fmt.Errorf("plugin %s: command %q: nil function", p.Key(), c.Name)
+	}
+	if c.Usage == "" {
+		c.Usage = "/" + c.Name
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, mc := range p.commands {
+		for _, n := range append([]string{c.Name}, c.Aliases...) {
+			if mc.Name == n || slices.Contains(mc.Aliases, n) {
+				return fmt.Errorf("plugin %s: command name %q is mounted twice", p.Key(), n)
+			}
+		}
+	}
+	p.commands = append(p.commands, &mountedCommand{Command: c, plugin: p, run: run, hidden: hidden})
+	return nil
 }
 
 // wordsToArgs gives each parameter its word as a JSON value of its kind;

@@ -39,7 +39,9 @@ func (a *Agent) command(ctx context.Context, in Incoming) (answer string, ok boo
 		return fmt.Sprintf("%s%s: you may not use this command (it is for %s)", prefix, name, permissionWho[c.Permission]), true
 	}
 	pctx := a.plugins.PluginCtx(ctx, c.Plugin, in.ChatKey, in.UserID)
-	text, err := safeCommand(func() (string, error) { return c.Run(pctx, words[1:]) })
+	call := pluginhost.CommandCall{Words: words[1:], Line: argsLine(rest), UserName: in.UserName,
+		SuperUser: a.superUser(in), Admin: in.Admin}
+	text, err := safeCommand(func() (string, error) { return c.Run(pctx, call) })
 	if err != nil {
 		a.log.Info("command failed", "chat", in.ChatKey, "command", name, "err", err)
 		return fmt.Sprintf("%s%s failed: %v", prefix, name, err), true
@@ -58,9 +60,26 @@ func (a *Agent) commands() []pluginhost.CommandInfo {
 
 var permissionWho = map[string]string{"public": "everyone", "user": "users", "admin": "the chat's admins", "super": "super users"}
 
+// superUser reports whether the sender is one of the operator's super
+// users (--super-users).
+func (a *Agent) superUser(in Incoming) bool {
+	return in.UserID != "" && slices.Contains(a.cfg.SuperUsers, in.UserID)
+}
+
+// argsLine is the text after a command's name (rest is the message
+// without the prefix), as typed: a command that parses its own
+// arguments (a Python plugin's) reads it.
+func argsLine(rest string) string {
+	i := strings.IndexFunc(rest, unicode.IsSpace)
+	if i < 0 {
+		return ""
+	}
+	return strings.TrimSpace(rest[i:])
+}
+
 // may reports whether the sender may use a command of permission.
 func (a *Agent) may(in Incoming, permission string) bool {
-	super := in.UserID != "" && slices.Contains(a.cfg.SuperUsers, in.UserID)
+	super := a.superUser(in)
 	switch permission {
 	case "public":
 		return true
@@ -78,7 +97,7 @@ func (a *Agent) help(in Incoming, cmds []pluginhost.CommandInfo) string {
 	b.WriteString("Commands:\n")
 	fmt.Fprintf(&b, "%shelp - list the commands you may use\n", a.cfg.CommandPrefix)
 	for _, c := range cmds {
-		if !a.may(in, c.Permission) {
+		if c.Hidden || !a.may(in, c.Permission) {
 			continue
 		}
 		usage := strings.Replace(c.Usage, "/", a.cfg.CommandPrefix, 1)

@@ -43,3 +43,18 @@ type Param struct {
 	Optional  bool   // omitempty or pointer field
 	DefaultPy string // the Python default; empty for required parameters
 }
+
+// CommandCall is one use of a chat command, as the host hands it to the
+// command: the words after its name (quotes removed), the same text as
+// typed, and who typed it. Go commands read Words; commands implemented
+// outside Go (a Python plugin's) read the rest.
+type CommandCall struct {
+	Words []string
+	// Line is the text after the command's name, trimmed, quotes kept.
+	Line string
+	// UserName is the sender's display name ("" when unknown).
+	UserName string
+	// SuperUser: the sender is one of the operator's super users;
+	// Admin: the sender administers the chat.
+	SuperUser, Admin bool
+}

@@ -202,20 +202,37 @@ func Hooks(p *plugin.Plugin) (init, cleanup []func(ctx context.Context) error, r
 type CommandInfo struct {
 	plugin.Command
 	Plugin *plugin.Plugin
-	// Run answers the command with the words after its name.
-	Run func(ctx *plugin.Ctx, words []string) (string, error)
+	// Hidden commands answer but are not listed by /help (a Python
+	// plugin's internal ones).
+	Hidden bool
+	// Run answers one use of the command.
+	Run func(ctx *plugin.Ctx, call CommandCall) (string, error)
 }
+
+// CommandCall is one use of a chat command: the words after its name,
+// that text as typed, and who typed it.
+type CommandCall = pluginbridge.CommandCall
 
 // Commands returns p's chat commands, in mount order.
 func Commands(p *plugin.Plugin) []CommandInfo {
 	var out []CommandInfo
 	for _, c := range sdk.Commands(p) {
-		info := CommandInfo{Command: c.Command, Plugin: p,
-			Run: func(ctx *plugin.Ctx, words []string) (string, error) { return sdk.RunCommand(c, ctx, words) }}
+		info := CommandInfo{Command: c.Command, Plugin: p, Hidden: sdk.CommandHidden(c),
+			Run: func(ctx *plugin.Ctx, call CommandCall) (string, error) { return sdk.RunCommand(c, ctx, call) }}
 		info.Aliases = slices.Clone(info.Aliases)
 		out = append(out, info)
 	}
 	return out
+}
+
+// MountCommand mounts on p a chat command implemented outside Go (a
+// Python plugin's): run parses the call itself. Its names are single
+// words (dots and any letters allowed, as a command group's
+// "group.sub"); Permission is public, user, admin or super; an empty
+// Usage is "/NAME". Hidden leaves it out of /help.
+func MountCommand(p *plugin.Plugin, c plugin.Command, hidden bool, run func(ctx *plugin.Ctx, call CommandCall) (string, error)) error {
+	c.Aliases = slices.Clone(c.Aliases)
+	return sdk.MountRawCommand(p, c, hidden, run)
 }
 
 // MessageHooks returns p's OnUserMessage hooks.

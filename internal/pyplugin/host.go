@@ -74,6 +74,16 @@ type hello struct {
 			DefaultPy string `json:"default_py"`
 		} `json:"params"`
 	} `json:"methods"`
+	// Commands are the plugin's mount_command and command-group
+	// commands, their permission already in nekro's terms.
+	Commands []struct {
+		Name        string   `json:"name"`
+		Description string   `json:"description"`
+		Aliases     []string `json:"aliases"`
+		Permission  string   `json:"permission"`
+		Usage       string   `json:"usage"`
+		Hidden      bool     `json:"hidden"`
+	} `json:"commands"`
 	Hooks  hookFlags       `json:"hooks"`
 	Config json.RawMessage `json:"config"` // the ConfigBase class's fields (pluginconfig.Field), or null
 }
@@ -295,6 +305,15 @@ func (h *host) build(hl *hello) (err error) {
 			return fmt.Errorf("%s: %w", h.path, err)
 		}
 	}
+	for _, c := range hl.Commands {
+		cmd := plugin.Command{Name: c.Name, Aliases: c.Aliases, Description: c.Description, Usage: c.Usage, Permission: c.Permission}
+		err := pluginhost.MountCommand(p, cmd, c.Hidden, func(ctx *plugin.Ctx, call pluginhost.CommandCall) (string, error) {
+			return h.command(ctx, cmd, call)
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", h.path, err)
+		}
+	}
 	if len(hl.Config) > 0 && string(hl.Config) != "null" {
 		if _, err := pluginconfig.Fields(hl.Config); err != nil {
 			return fmt.Errorf("%s: mount_config: %w", h.path, err)
@@ -375,8 +394,9 @@ func (h *host) messageHook(op string) func(ctx *plugin.Ctx, text string) plugin.
 }
 
 // turnHookOps are the requests a late answer to only leaves out (the
-// process is not restarted for them).
-var turnHookOps = map[string]bool{"prompt_inject": true, "collect_methods": true, "user_message": true, "system_message": true}
+// process is not restarted for them): per-turn hooks and chat commands.
+var turnHookOps = map[string]bool{"prompt_inject": true, "collect_methods": true, "user_message": true, "system_message": true,
+	"command": true}
 
 // turnHook asks the process for a per-turn hook's answer about ctx's chat.
 func (h *host) turnHook(ctx *plugin.Ctx, op string, out any) error {

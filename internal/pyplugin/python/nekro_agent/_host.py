@@ -138,10 +138,7 @@ def describe(plugin: NekroPlugin) -> dict:
                    "version": plugin.version, "description": plugin.description, "url": plugin.url},
         "methods": methods,
         "config": _config.describe(plugin.config_class) if plugin.config_class is not None else None,
-        "commands": [{"name": name, "description": str(meta.get("description", "")),
-                      "aliases": list(meta.get("aliases") or []),
-                      "permission": str(getattr(meta.get("permission"), "value", meta.get("permission") or "public")),
-                      "usage": str(meta.get("usage", ""))} for name, _f, meta in plugin.commands],
+        "commands": [describe_command(name, f, meta) for name, f, meta in plugin.commands],
         "hooks": {"init": plugin.init_method is not None, "cleanup": plugin.cleanup_method is not None,
                   "reset": plugin.on_reset_method is not None,
                   "prompt_inject": plugin.prompt_inject_method is not None,
@@ -150,6 +147,33 @@ def describe(plugin: NekroPlugin) -> dict:
                   "system_message": plugin.system_message_method is not None,
                   "enabled": bool(plugin.enabled_callbacks), "disabled": bool(plugin.disabled_callbacks)},
     }
+
+
+# The reference's command permissions as nekro's: ADVANCED is the chat's
+# admins (and super users), SUPER_USER the operator's --super-users.
+_PERMISSIONS = {"public": "public", "user": "user", "advanced": "admin", "super_user": "super"}
+
+
+def describe_command(name: str, func, meta: dict) -> dict:
+    """A mounted command as nekro's command system lists it: its
+    permission in nekro's terms, its usage ("/name ..." made from its
+    parameters when the plugin gave none), internal ones hidden from
+    /help."""
+    from nekro_agent.schemas.i18n import get_system_lang, get_text, resolve_i18n
+    from nekro_agent.services.command.base import CommandPermission
+    from nekro_agent.services.command.parser import ArgumentParser
+
+    perm = meta.get("permission") or CommandPermission.PUBLIC
+    perm = CommandPermission(getattr(perm, "value", perm))  # an unknown level fails the plugin's load
+    lang = get_system_lang()
+    usage = get_text(meta.get("i18n_usage"), resolve_i18n(meta.get("usage") or ""), lang).strip()
+    if not usage:
+        usage = ArgumentParser.usage(func, name)
+    elif not usage.startswith("/"):
+        usage = "/" + usage
+    description = get_text(meta.get("i18n_description"), resolve_i18n(meta.get("description") or ""), lang)
+    return {"name": name, "description": description.strip(), "aliases": [str(a) for a in meta.get("aliases") or []],
+            "permission": _PERMISSIONS[perm.value], "usage": usage, "hidden": bool(meta.get("internal"))}
 
 
 _SIMPLE = {int: "int", float: "float", str: "str", bool: "bool", bytes: "bytes", list: "list", dict: "dict"}
@@ -219,6 +243,7 @@ class Host:
                      [(p.name, typing.Optional[p.annotation]) for p in params
                       if p.annotation is not p.empty and p.default is None and not isinstance(p.annotation, str)]
             self.methods[func.__name__] = (func, kind, sig, as_bytes, inspect.iscoroutinefunction(func), checks)
+        self.commands = {name: func for name, func, _meta in plugin.commands}
 
     async def run(self, func, *args, call: str = ""):
         token = _link.current_call.set(call)
@@ -235,6 +260,8 @@ class Host:
         try:
             if op == "call":
                 result = await self.call(a, msg.get("call", ""))
+            elif op == "command":
+                result = await self.command(a, msg.get("call", ""))
             elif op == "ready":
                 self.plugin._data_dir = a.get("data_dir")
                 if a.get("config") is not None and self.plugin.config_class is not None:
@@ -301,10 +328,7 @@ class Host:
             raise _ArgumentError("%s(): no such method in plugin %s" % (name, self.plugin.key))
         func, kind, sig, as_bytes, is_async, checks = self.methods[name]
         c = msg.get("ctx") or {}
-        version = c.get("config_version")
-        if version is not None and self.plugin.config_class is not None and version != self.plugin._config_holder.version:
-            answer = await self.link.request("config.get")  # the operator changed a setting
-            self.plugin._config_holder.update(answer["values"], answer["version"])
+        await self.refresh_config(c.get("config_version"))
         ctx = AgentCtx(from_chat_key=c.get("chat_key"), container_key=c.get("container_key"),
                        from_user_id=c.get("user_id"), run_id=c.get("run_id", ""), call=call,
                        shared_path=c.get("shared_path", ""), upload_path=c.get("upload_path", ""))
@@ -345,6 +369,92 @@ class Host:
         if kind == SandboxMethodType.MULTIMODAL_AGENT and isinstance(result, dict) and isinstance(result.get("content"), list):
             return result["content"]
         return result
+
+
+    async def refresh_config(self, version) -> None:
+        """Fetch the plugin's settings when nekro's version differs from
+        the one the process holds (the operator changed a setting)."""
+        if version is not None and self.plugin.config_class is not None and version != self.plugin._config_holder.version:
+            answer = await self.link.request("config.get")
+            self.plugin._config_holder.update(answer["values"], answer["version"])
+
+    async def command(self, msg: dict, call: str) -> dict:
+        """Run a chat command as the reference's command system does: its
+        arguments parsed from the text by the function's Arg declarations,
+        then the function, whose CommandResponses (returned, or yielded one
+        after another) are the answer. A ValueError is an invalid argument;
+        any other exception the command's error."""
+        from nekro_agent.api.schemas import split_chat_key
+        from nekro_agent.schemas.i18n import get_system_lang, t
+        from nekro_agent.services.command.parser import ArgumentParser
+        from nekro_agent.services.command.schemas import CommandExecutionContext, CommandResponseStatus as Status
+
+        name = msg.get("name")
+        func = self.commands.get(name)
+        if func is None:
+            raise _ArgumentError("no command %r in plugin %s" % (name, self.plugin.key))
+        c = msg.get("ctx") or {}
+        await self.refresh_config(c.get("config_version"))
+        chat_key, user_id = c.get("chat_key") or "", c.get("user_id") or ""
+        context = CommandExecutionContext(
+            user_id=user_id, chat_key=chat_key, username=c.get("user_name") or user_id,
+            adapter_key=split_chat_key(chat_key)[0] or "", is_super_user=bool(c.get("super_user")),
+            is_advanced_user=bool(c.get("admin") or c.get("super_user")), lang=get_system_lang())
+        out: list = []
+
+        def add(status, message, segments=None) -> None:
+            out.append({"status": getattr(status, "value", status), "message": message_text(message),
+                        "segments": [segment_view(s) for s in segments or []]})
+
+        token = _link.current_call.set(call)
+        ctx_token = _link.current_ctx.set(AgentCtx(from_chat_key=chat_key, from_user_id=user_id, call=call))
+        try:
+            try:
+                kwargs = ArgumentParser.parse(func, msg.get("args") or "")
+            except ValueError as e:
+                add(Status.INVALID_ARGS, "%s (usage: %s)" % (e, msg.get("usage") or "/" + name))
+                return {"responses": out}
+            try:
+                if inspect.isasyncgenfunction(func):
+                    result = func(context, **kwargs)
+                elif inspect.iscoroutinefunction(func):
+                    result = await func(context, **kwargs)
+                else:
+                    cv = contextvars.copy_context()
+                    result = await self.loop.run_in_executor(None, lambda: cv.run(func, context, **kwargs))
+                    if inspect.isawaitable(result):
+                        result = await result
+                if inspect.isasyncgen(result):
+                    async for r in result:
+                        add(r.status, r.message, r.output_segments)
+                elif result is not None and hasattr(result, "status"):
+                    add(result.status, result.message, result.output_segments)
+                elif result is not None:
+                    add(Status.SUCCESS, result)
+            except ValueError as e:
+                add(Status.INVALID_ARGS, t(zh_CN="参数错误: ", en_US="Invalid argument: ") + str(e))
+            except Exception as e:  # noqa: BLE001 - the command's failure is its answer
+                add(Status.ERROR, t(zh_CN="命令执行出错: ", en_US="Command execution error: ") + str(e))
+        finally:
+            _link.current_ctx.reset(ctx_token)
+            _link.current_call.reset(token)
+        return {"responses": out}
+
+
+def message_text(message) -> str:
+    from nekro_agent.schemas.i18n import resolve_i18n
+
+    if message is None:
+        return ""
+    return resolve_i18n(message) if isinstance(message, (str, dict)) else str(message)
+
+
+def segment_view(seg) -> dict:
+    """A command output segment as nekro gets it: text, or the name of an
+    image or file (which nekro does not send)."""
+    kind = getattr(getattr(seg, "type", "text"), "value", "text")
+    return {"type": kind, "text": getattr(seg, "text", "") or "",
+            "file_name": getattr(seg, "file_name", None) or os.path.basename(getattr(seg, "file_path", None) or "")}
 
 
 class _ArgumentError(Exception):

@@ -92,10 +92,10 @@ class NekroPlugin:
         self.i18n_name = _ignored.get("i18n_name")
         self.i18n_description = _ignored.get("i18n_description")
         self._is_builtin, self._is_package = is_builtin, is_package
+        self.commands: list = []  # (name, func, metadata dict): served as chat commands
         # What nekro does not serve yet is recorded (and said in its log
-        # when the plugin loads): commands, web routers, webhooks and
-        # asynchronous tasks.
-        self.commands: list = []  # (name, func, metadata dict)
+        # when the plugin loads): web routers, webhooks and asynchronous
+        # tasks.
         self.router_factory: Optional[Callable] = None
         self.webhook_methods: dict = {}
         self.async_tasks: dict = {}
@@ -214,9 +214,12 @@ class NekroPlugin:
     def mount_command(self, name: str, description: str, aliases: Optional[list] = None, permission: Any = None,
                       usage: str = "", category: str = "plugin", tags: Optional[list] = None, internal: bool = False,
                       **i18n: Any):
-        """Declare a command (/name). nekro records it; serving Python
-        plugins' commands on nekro's command system is not done yet (its
-        log says so when the plugin loads)."""
+        """Mount a chat command, /name, on nekro's command system (its
+        prefix, permissions and /help): async def f(context:
+        CommandExecutionContext, ...) returning CmdCtl.success(...) or
+        CmdCtl.failed(...), or yielding CmdCtl.message(...) first. Its
+        parameters are read from the command's text by their Arg
+        declarations (services.command.parser)."""
 
         def deco(func):
             self._record_command(name, func, description=description, aliases=aliases or [], permission=permission,
@@ -227,7 +230,7 @@ class NekroPlugin:
 
     def mount_command_group(self, name: str, description: str, permission: Any = None, category: str = "plugin",
                             tags: Optional[list] = None):
-        """A group of commands (name.sub), recorded as mount_command's."""
+        """A group of commands, /name.sub each (see CommandGroup)."""
         from nekro_agent.services.command.group import CommandGroup
 
         return CommandGroup(name, description, permission=permission, category=category, tags=tags, plugin=self)
@@ -298,8 +301,6 @@ class NekroPlugin:
     def not_served(self) -> list:
         """What the plugin declared that nekro does not serve yet."""
         out = []
-        if self.commands:
-            out.append("commands (%s)" % ", ".join("/" + c[0] for c in self.commands))
         if self.router_factory is not None:
             out.append("a web router")
         if self.webhook_methods:

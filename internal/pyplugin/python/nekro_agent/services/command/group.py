@@ -1,4 +1,5 @@
-"""CommandGroup: subcommands under one name (group.sub)."""
+"""CommandGroup: subcommands under one name: `/group.sub`, its aliases
+`/group.alias`."""
 from __future__ import annotations
 
 from typing import Any, Callable, List, Optional
@@ -23,8 +24,11 @@ class CommandGroup:
             full = "%s.%s" % (self.name, name)
             self.commands.append(full)
             if self._plugin is not None:
-                self._plugin._record_command(full, func, description=description, aliases=aliases or [],
-                                             permission=permission or self.permission, usage=usage, **meta)
+                meta["category"] = meta.get("category") or self.category
+                meta["tags"] = meta.get("tags") or self.tags
+                self._plugin._record_command(full, func, description=description,
+                                             aliases=["%s.%s" % (self.name, a) for a in (aliases or [])],
+                                             permission=permission or self.permission, usage=usage or full, **meta)
             return func
 
         return deco

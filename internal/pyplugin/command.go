@@ -1,0 +1,132 @@
+package pyplugin
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nekro-go/nekro/internal/pluginhost"
+	"github.com/nekro-go/nekro/plugin"
+)
+
+// CommandTimeout bounds one use of a Python plugin's chat command: the
+// sender waits for its answer. A command still running then is answered
+// with a failure; the process is not restarted for it (it may be waiting
+// on a slow service), and the command's late answer is dropped.
+const CommandTimeout = time.Minute
+
+// commandBody is a command's request to the process.
+type commandBody struct {
+	Name  string     `json:"name"`
+	Args  string     `json:"args"`  // the text after the command's name
+	Usage string     `json:"usage"` // shown with an argument error
+	Ctx   commandCtx `json:"ctx"`
+}
+
+// commandCtx is what the process builds the CommandExecutionContext from.
+type commandCtx struct {
+	ChatKey       string  `json:"chat_key"`
+	UserID        string  `json:"user_id"`
+	UserName      string  `json:"user_name"`
+	SuperUser     bool    `json:"super_user"`
+	Admin         bool    `json:"admin"`
+	ConfigVersion *uint64 `json:"config_version,omitempty"`
+}
+
+// commandResponse is one CommandResponse the command returned or
+// yielded (CmdCtl.message, .success, .failed, .wait).
+type commandResponse struct {
+	Status   string `json:"status"`
+	Message  string `json:"message"`
+	Segments []struct {
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		FileName string `json:"file_name"`
+	} `json:"segments"`
+}
+
+// failed reports whether the response ends the command in failure, as
+// the reference's statuses say.
+func (r commandResponse) failed() bool {
+	switch r.Status {
+	case "error", "invalid_args", "unauthorized", "not_found", "disabled":
+		return true
+	}
+	return false
+}
+
+// text is the response as one chat message: its message, then its text
+// segments; an image or file segment is named (nekro posts a command's
+// text only).
+func (r commandResponse) text() string {
+	parts := []string{}
+	if m := strings.TrimSpace(r.Message); m != "" {
+		parts = append(parts, m)
+	}
+	for _, s := range r.Segments {
+		switch {
+		case s.Type == "text" && strings.TrimSpace(s.Text) != "":
+			parts = append(parts, strings.TrimSpace(s.Text))
+		case s.Type != "text" && s.FileName != "":
+			parts = append(parts, fmt.Sprintf("[%s %s]", s.Type, s.FileName))
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// command runs one use of the chat command c in the process: the
+// process parses call.Line by the function's Arg declarations and runs
+// it with a CommandExecutionContext of the sender. Its responses, in
+// order, are the answer, a line each; one with a failure status makes
+// the answer an error (the agent posts "/name failed: ...").
+func (h *host) command(ctx *plugin.Ctx, c plugin.Command, call pluginhost.CommandCall) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, CommandTimeout)
+	defer cancel()
+	token := rand.Text()
+	h.mu.Lock()
+	h.calls[token] = ctx // the plugin's store calls act for the sender's chat
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.calls, token)
+		h.mu.Unlock()
+	}()
+	cc := commandCtx{ChatKey: ctx.ChatKey(), UserID: ctx.UserID(), UserName: call.UserName, SuperUser: call.SuperUser, Admin: call.Admin}
+	if raw, version := pluginhost.ConfigJSON(h.plugin); raw != nil {
+		cc.ConfigVersion = &version
+	}
+	body, _ := json.Marshal(commandBody{Name: c.Name, Args: call.Line, Usage: c.Usage, Ctx: cc})
+	raw, err := h.request(cctx, message{Op: "command", Args: body}, token)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return "", fmt.Errorf("the plugin did not answer within %s", CommandTimeout)
+		}
+		return "", err
+	}
+	var out struct {
+		Responses []commandResponse `json:"responses"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return "", fmt.Errorf("plugin %s: bad command answer: %w", h.plugin.Key(), err)
+	}
+	var lines []string
+	failed := false
+	for _, r := range out.Responses {
+		if t := r.text(); t != "" {
+			lines = append(lines, t)
+		}
+		failed = failed || r.failed()
+	}
+	text := strings.Join(lines, "\n")
+	if failed {
+		if text == "" {
+			text = "the plugin gave no reason"
+		}
+		return "", errors.New(text)
+	}
+	return text, nil
+}
