@@ -221,6 +221,9 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 
 	hc := cfg.Host
 	hc.Runtime, hc.Store, hc.Plugins = a.Runtime, a.Store, plugins
+	if py != nil { // the operator's own plugins replace the built-ins they clash with
+		hc.Installed = py.Keys()
+	}
 	if hc.Log == nil {
 		hc.Log = cfg.Log
 	}

@@ -32,7 +32,7 @@ func newPluginsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			reg, err := registry.New(plugins, g.logger())
+			reg, err := registry.New(plugins, g.logger(), registry.Installed(py.Keys()...))
 			if err != nil {
 				return err
 			}
@@ -48,16 +48,42 @@ func newPluginsCmd(g *globals) *cobra.Command {
 				for _, mi := range pluginhost.Methods(p) {
 					fmt.Fprintf(tw, "  %s\t%s\t%s\n", mi.Type, pysig.Signature(mi), mi.Description)
 				}
+				for _, c := range pluginhost.Commands(p) {
+					if !c.Hidden {
+						fmt.Fprintf(tw, "  COMMAND\t%s\t%s\n", c.Usage, c.Description)
+					}
+				}
 			}
 			if err := tw.Flush(); err != nil {
 				return err
 			}
+			listReplaced(out, reg)
 			return listFailed(out, py)
 		},
 	}
 	cmd.Flags().BoolVar(&prompt, "prompt", false, "print the method docs exactly as the AI reads them")
 	cmd.AddCommand(newPluginsConfigCmd(g), newPluginsStateCmd(g, true), newPluginsStateCmd(g, false))
 	return cmd
+}
+
+// listReplaced lists the built-in plugins an installed plugin replaces
+// (registry.Installed): "nekro.dice: off, replaced by KEY (same method
+// dice_roll)". They are off by rule, not by failure: the exit status
+// stays 0.
+func listReplaced(out io.Writer, reg *registry.Registry) {
+	replaced := reg.Replaced()
+	if len(replaced) == 0 {
+		return
+	}
+	keys := make([]string, 0, len(replaced))
+	for k := range replaced {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fmt.Fprintf(out, "\nreplaced (%d):\n", len(keys))
+	for _, k := range keys {
+		fmt.Fprintf(out, "  %s: off, %s\n", k, replaced[k])
+	}
 }
 
 // listFailed lists the Python plugins that did not load, each with its

@@ -37,6 +37,11 @@ type Config struct {
 	Runtime *runtime.Runtime
 	// Plugins to enable; nil means every registered plugin.
 	Plugins []*plugin.Plugin
+	// Installed are the keys of the Plugins the operator installed (the
+	// Python plugins of --plugin-dir): one that mounts a method or command
+	// name a compiled-in plugin also mounts replaces it, which stays off
+	// (registry.Installed).
+	Installed []string
 	// Store is the plugins' KV store, States which plugins the operator
 	// turned off, Timers the plugins' timers; all required, opened and
 	// closed by the caller (internal/app).
@@ -89,7 +94,7 @@ func Open(ctx context.Context, cfg Config) (*Host, error) {
 	if plugins == nil {
 		plugins = pluginhost.Registered()
 	}
-	reg, err := registry.New(plugins, cfg.Log)
+	reg, err := registry.New(plugins, cfg.Log, registry.Installed(cfg.Installed...))
 	if err != nil {
 		return nil, fmt.Errorf("plugins: %w", err)
 	}

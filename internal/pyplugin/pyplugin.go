@@ -154,6 +154,19 @@ func Load(ctx context.Context, opts Options) (*Set, error) {
 	return set, nil
 }
 
+// Keys returns the keys of the plugins that loaded, sorted: the plugins
+// the operator installed (registry.Installed).
+func (s *Set) Keys() []string {
+	if s == nil {
+		return nil
+	}
+	out := make([]string, len(s.Plugins))
+	for i, p := range s.Plugins {
+		out[i] = p.Key()
+	}
+	return out
+}
+
 // Close stops every process. The plugins' cleanup hooks must have run
 // (the plugin host runs them when it closes).
 func (s *Set) Close() error {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -31,18 +32,55 @@ type Registry struct {
 	off      map[string]bool   // turned off by the operator
 	inited   map[string]bool   // init hooks ran and succeeded
 	dynamic  map[string]bool   // plugins whose methods may be replaced (Replace)
+	replaced map[string]string // compiled-in plugin key -> "replaced by KEY (same method NAME)"
+}
+
+// Option tunes New.
+type Option func(*options)
+
+type options struct {
+	installed map[string]bool
+}
+
+// Installed names the plugins the operator installed (the Python plugins
+// of --plugin-dir), as against those compiled into nekro (its built-in
+// ports: nekro.dice, nekro.note, ...). An installed plugin that mounts a
+// method name, or a chat command name, that a compiled-in plugin also
+// mounts replaces that plugin whole: the compiled-in one stays off, its
+// methods, commands, hooks and prompt text out of every chat, and
+// Disabled and Replaced say "replaced by KEY (same method NAME)". The
+// whole plugin leaves, not only its clashing methods: the two are
+// versions of one plugin (the reference's original and nekro's port),
+// and what is left of one (its prompt text, its other methods, over data
+// the other keeps) would answer beside the other's. A clash between two
+// installed plugins, or two compiled-in ones, stays an error.
+func Installed(keys ...string) Option {
+	return func(o *options) {
+		for _, k := range keys {
+			o.installed[k] = true
+		}
+	}
 }
 
 // New builds a registry of the given plugins. Two enabled plugins that
-// mount the same Python name are an error naming both.
-func New(plugins []*plugin.Plugin, log *slog.Logger) (*Registry, error) {
+// mount the same Python name are an error naming both, but for an
+// installed plugin replacing a compiled-in one (see Installed).
+func New(plugins []*plugin.Plugin, log *slog.Logger, opts ...Option) (*Registry, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	o := options{installed: map[string]bool{}}
+	for _, f := range opts {
+		f(&o)
+	}
 	r := &Registry{log: log, methods: map[string]*pluginhost.MethodInfo{}, disabled: map[string]string{},
-		off: map[string]bool{}, inited: map[string]bool{}, dynamic: map[string]bool{}}
+		off: map[string]bool{}, inited: map[string]bool{}, dynamic: map[string]bool{}, replaced: map[string]string{}}
 	sorted := append([]*plugin.Plugin(nil), plugins...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Key() < sorted[j].Key() })
+	r.replaced = replacements(sorted, o.installed)
+	for key, why := range r.replaced {
+		log.Info("built-in plugin off: an installed plugin replaces it", "plugin", key, "reason", why)
+	}
 	var errs []error
 	seen := map[string]bool{}
 	for _, p := range sorted {
@@ -51,6 +89,10 @@ func New(plugins []*plugin.Plugin, log *slog.Logger) (*Registry, error) {
 			continue
 		}
 		seen[p.Key()] = true
+		if _, gone := r.replaced[p.Key()]; gone {
+			r.plugins = append(r.plugins, p) // listed (All), never enabled
+			continue
+		}
 		for _, m := range pluginhost.Methods(p) {
 			if other, dup := r.methods[m.Name]; dup {
 				errs = append(errs, fmt.Errorf("method name %q is mounted by both plugin %s and plugin %s; disable one of them",
@@ -65,6 +107,74 @@ func New(plugins []*plugin.Plugin, log *slog.Logger) (*Registry, error) {
 		return nil, errors.Join(errs...)
 	}
 	return r, nil
+}
+
+// replacements finds the compiled-in plugins an installed plugin
+// replaces (see Installed), with why: the first of the compiled-in
+// plugin's methods, then of its command names, that an installed plugin
+// (the first by key) also mounts.
+func replacements(sorted []*plugin.Plugin, installed map[string]bool) map[string]string {
+	out := map[string]string{}
+	if len(installed) == 0 {
+		return out
+	}
+	methods, commands := map[string]string{}, map[string]string{}
+	for _, p := range sorted {
+		if !installed[p.Key()] {
+			continue
+		}
+		for _, m := range pluginhost.Methods(p) {
+			if _, ok := methods[m.Name]; !ok {
+				methods[m.Name] = p.Key()
+			}
+		}
+		for _, c := range pluginhost.Commands(p) {
+			for _, n := range append([]string{c.Name}, c.Aliases...) {
+				if _, ok := commands[n]; !ok {
+					commands[n] = p.Key()
+				}
+			}
+		}
+	}
+	for _, p := range sorted {
+		if installed[p.Key()] {
+			continue
+		}
+		why := ""
+		for _, m := range pluginhost.Methods(p) {
+			if by, ok := methods[m.Name]; ok {
+				why = fmt.Sprintf("replaced by %s (same method %s)", by, m.Name)
+				break
+			}
+		}
+		if why == "" {
+		cmds:
+			for _, c := range pluginhost.Commands(p) {
+				for _, n := range append([]string{c.Name}, c.Aliases...) {
+					if by, ok := commands[n]; ok {
+						why = fmt.Sprintf("replaced by %s (same command /%s)", by, n)
+						break cmds
+					}
+				}
+			}
+		}
+		if why != "" {
+			out[p.Key()] = why
+		}
+	}
+	return out
+}
+
+// Replaced returns the compiled-in plugins an installed one replaces
+// (see Installed), each with "replaced by KEY (same method NAME)".
+func (r *Registry) Replaced() map[string]string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make(map[string]string, len(r.replaced))
+	for k, v := range r.replaced {
+		out[k] = v
+	}
+	return out
 }
 
 // Dynamic lets Replace change the methods of the plugins with these keys
@@ -136,7 +246,7 @@ func (r *Registry) Plugins() []*plugin.Plugin {
 	defer r.mu.RUnlock()
 	out := make([]*plugin.Plugin, 0, len(r.plugins))
 	for _, p := range r.plugins {
-		if _, failed := r.disabled[p.Key()]; !failed && !r.off[p.Key()] {
+		if _, failed := r.disabled[p.Key()]; !failed && !r.off[p.Key()] && r.replaced[p.Key()] == "" {
 			out = append(out, p)
 		}
 	}
@@ -161,7 +271,11 @@ func (r *Registry) Plugin(key string) (*plugin.Plugin, error) {
 	r.mu.RLock()
 	reason, failed := r.disabled[key]
 	off := r.off[key]
+	replaced := r.replaced[key]
 	r.mu.RUnlock()
+	if replaced != "" {
+		return nil, fmt.Errorf("plugin %s is off: %s; it is enabled again once that plugin leaves --plugin-dir", key, replaced)
+	}
 	if failed {
 		return nil, fmt.Errorf("plugin %s is disabled: %s", key, reason)
 	}
@@ -187,6 +301,12 @@ func (r *Registry) Method(name string) (*pluginhost.MethodInfo, error) {
 	defer r.mu.RUnlock()
 	m, ok := r.methods[name]
 	if !ok {
+		for _, p := range r.plugins {
+			if why := r.replaced[p.Key()]; why != "" && slices.ContainsFunc(pluginhost.Methods(p),
+				func(m *pluginhost.MethodInfo) bool { return m.Name == name }) {
+				return nil, fmt.Errorf("method %q belongs to plugin %s, which is off: %s", name, p.Key(), why)
+			}
+		}
 		return nil, fmt.Errorf("unknown method %q", name)
 	}
 	if reason, failed := r.disabled[m.Plugin().Key()]; failed {
@@ -214,6 +334,9 @@ func (r *Registry) Disabled() map[string]string {
 		out[k] = "disabled by the operator"
 	}
 	for k, v := range r.disabled {
+		out[k] = v
+	}
+	for k, v := range r.replaced {
 		out[k] = v
 	}
 	return out
@@ -262,6 +385,16 @@ func (r *Registry) SetEnabled(ctx context.Context, key string, on bool) (bool, e
 	if p == nil {
 		r.mu.Unlock()
 		return false, fmt.Errorf("no plugin %s in this runtime (see --plugins)", key)
+	}
+	if why := r.replaced[key]; why != "" { // the operator's choice is kept, and has no effect
+		if !on {
+			r.off[key] = true
+			r.mu.Unlock()
+			return false, nil
+		}
+		delete(r.off, key)
+		r.mu.Unlock()
+		return false, fmt.Errorf("plugin %s stays off: %s", key, why)
 	}
 	_, failed := r.disabled[key]
 	if (on && !r.off[key] && !failed) || (!on && r.off[key]) { // already in that state

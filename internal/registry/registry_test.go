@@ -167,3 +167,69 @@ func TestReplaceSwapsADynamicPluginsMethods(t *testing.T) {
 		t.Errorf("a turned-off plugin came back on by being replaced: %v", err)
 	}
 }
+
+// An installed plugin (a --plugin-dir Python plugin) that mounts a
+// method or command name a compiled-in plugin mounts replaces it whole:
+// the compiled-in one is off with the reason, its methods are out and
+// refused by name, enabling it is refused; two installed plugins that
+// clash are still an error.
+func TestInstalledPluginReplacesABuiltin(t *testing.T) {
+	builtin := withMethod("nekro", "dice", "dice_roll", plugin.Agent)
+	plugin.MountSandboxMethod(builtin, plugin.Method{Type: plugin.Tool, Name: "probability_wheel", Doc: "Spin."},
+		func(*plugin.Ctx, struct{}) (string, error) { return "", nil })
+	mine := withMethod("tester", "dicey", "dice_roll", plugin.Tool)
+	cmdBuiltin := withMethod("nekro", "locks", "lock_state", plugin.Tool)
+	plugin.MountCommand(cmdBuiltin, plugin.Command{Name: "lock"}, func(*plugin.Ctx, struct{}) (string, error) { return "", nil })
+	cmdMine := withMethod("tester", "locker", "locker_state", plugin.Tool)
+	plugin.MountCommand(cmdMine, plugin.Command{Name: "bolt", Aliases: []string{"lock"}}, func(*plugin.Ctx, struct{}) (string, error) { return "", nil })
+	other := withMethod("nekro", "other", "other_method", plugin.Tool)
+
+	r, err := registry.New([]*plugin.Plugin{builtin, mine, cmdBuiltin, cmdMine, other}, nil,
+		registry.Installed("tester.dicey", "tester.locker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"nekro.dice": "replaced by tester.dicey (same method dice_roll)",
+		"nekro.locks": "replaced by tester.locker (same command /lock)"}
+	if got := r.Replaced(); len(got) != 2 || got["nekro.dice"] != want["nekro.dice"] || got["nekro.locks"] != want["nekro.locks"] {
+		t.Errorf("Replaced() = %v, want %v", got, want)
+	}
+	if got := r.Disabled()["nekro.dice"]; got != want["nekro.dice"] {
+		t.Errorf("Disabled()[nekro.dice] = %q", got)
+	}
+	var keys []string
+	for _, p := range r.Plugins() {
+		keys = append(keys, p.Key())
+	}
+	if strings.Join(keys, " ") != "nekro.other tester.dicey tester.locker" {
+		t.Errorf("enabled: %v", keys)
+	}
+	if len(r.All()) != 5 {
+		t.Errorf("All() lists %d plugins, want the 5 (replaced ones too)", len(r.All()))
+	}
+	if m, err := r.Method("dice_roll"); err != nil || m.Plugin() != mine {
+		t.Errorf("dice_roll: %v, %v; want the installed plugin's", m, err)
+	}
+	if _, err := r.Method("probability_wheel"); err == nil || !strings.Contains(err.Error(), "replaced by tester.dicey") {
+		t.Errorf("the replaced plugin's other method: %v", err)
+	}
+	if _, err := r.Plugin("nekro.dice"); err == nil || !strings.Contains(err.Error(), "replaced by tester.dicey") {
+		t.Errorf("Plugin(nekro.dice): %v", err)
+	}
+	if ok, err := r.SetEnabled(context.Background(), "nekro.dice", true); ok || err == nil || !strings.Contains(err.Error(), "stays off") {
+		t.Errorf("enabling a replaced plugin: %v, %v", ok, err)
+	}
+	if ok, err := r.SetEnabled(context.Background(), "nekro.dice", false); ok || err != nil || !r.Off()["nekro.dice"] {
+		t.Errorf("turning a replaced plugin off: %v, %v (the operator's choice is kept)", ok, err)
+	}
+
+	// Without Installed, or between two installed plugins, a clash is an error.
+	if _, err := registry.New([]*plugin.Plugin{builtin, mine}, nil); err == nil {
+		t.Error("a clash with no installed plugin was accepted")
+	}
+	twin := withMethod("tester", "twin", "dice_roll", plugin.Tool)
+	if _, err := registry.New([]*plugin.Plugin{builtin, mine, twin}, nil, registry.Installed("tester.dicey", "tester.twin")); err == nil ||
+		!strings.Contains(err.Error(), "tester.dicey") || !strings.Contains(err.Error(), "tester.twin") {
+		t.Errorf("two installed plugins clashing: %v", err)
+	}
+}
