@@ -35,7 +35,8 @@ const (
 //	GET  /api/chats/{chat}/turns     turns and how they ended, paged as messages
 //	GET  /api/chats/{chat}/uploads/{name}  one of the chat's uploads (attachments)
 //	GET  /api/status                 model, plugins
-//	GET  /api/plugins                every plugin: enabled, methods (Python signatures, docs), settings
+//	GET  /api/plugins                every plugin: enabled (or why not), methods (Python signatures, docs), commands, settings;
+//	                                 "failed": the Python plugins that did not load (path, file, line, exception)
 //	GET  /api/tasks                  plugins' background tasks: status, progress, message
 //	GET  /api/chats?limit=&before=   the chats, most recently active first: last message, turn state
 //	GET  /api/plugins/{key}/config   a plugin's settings (secrets masked) and their JSON Schema

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/nekro-go/nekro/internal/pluginconfig"
 	"github.com/nekro-go/nekro/internal/pluginhost"
+	"github.com/nekro-go/nekro/internal/pyplugin"
 	"github.com/nekro-go/nekro/internal/pysig"
 	"github.com/nekro-go/nekro/plugin"
 )
@@ -44,20 +46,61 @@ func viewConfig(f *pluginconfig.File) *configView {
 	return v
 }
 
+// commandView is a chat command as the API shows it.
+type commandView struct {
+	Name        string   `json:"name"`
+	Aliases     []string `json:"aliases,omitempty"`
+	Usage       string   `json:"usage"`
+	Description string   `json:"description"`
+	Permission  string   `json:"permission"` // public, user, admin or super
+}
+
+// failedView is a Python plugin that did not load, as the reference's
+// failed-plugin registry shows it: where its import raised and what.
+type failedView struct {
+	Path      string `json:"path"`                // its .py file or package directory
+	File      string `json:"file,omitempty"`      // where the exception was raised
+	Line      int    `json:"line,omitempty"`      // and its line
+	Exception string `json:"exception,omitempty"` // the exception's class
+	Message   string `json:"message"`             // "Type: text", or nekro's reason
+	Traceback string `json:"traceback,omitempty"`
+}
+
+// failedPlugins lists the Python plugins that did not load, by path.
+func (s *Server) failedPlugins() []failedView {
+	out := []failedView{}
+	if s.parts.FailedPlugins == nil {
+		return out
+	}
+	for path, err := range s.parts.FailedPlugins() {
+		fv := failedView{Path: path, Message: err.Error()}
+		var le *pyplugin.LoadError
+		if errors.As(err, &le) {
+			fv.File, fv.Line, fv.Exception, fv.Message, fv.Traceback = le.File, le.Line, le.Type, le.Message, le.Traceback
+		}
+		out = append(out, fv)
+	}
+	slices.SortFunc(out, func(a, b failedView) int { return strings.Compare(a.Path, b.Path) })
+	return out
+}
+
 // plugins answers GET /api/plugins: every plugin of this server, whether
-// it is enabled (and why not), its methods with their Python signatures
-// and docs, and its settings.
+// it is enabled (and why not: turned off, its init failed, or an
+// installed plugin replaces it), its methods with their Python
+// signatures and docs, its chat commands and its settings; and, as
+// "failed", the Python plugins that did not load, with where and why.
 func (s *Server) plugins(w http.ResponseWriter, r *http.Request) {
 	type pluginView struct {
-		Key         string       `json:"key"`
-		Name        string       `json:"name"`
-		Version     string       `json:"version"`
-		Description string       `json:"description"`
-		URL         string       `json:"url,omitempty"`
-		Enabled     bool         `json:"enabled"`
-		Disabled    string       `json:"disabled_reason,omitempty"`
-		Methods     []methodView `json:"methods"`
-		Config      *configView  `json:"config"`
+		Key         string        `json:"key"`
+		Name        string        `json:"name"`
+		Version     string        `json:"version"`
+		Description string        `json:"description"`
+		URL         string        `json:"url,omitempty"`
+		Enabled     bool          `json:"enabled"`
+		Disabled    string        `json:"disabled_reason,omitempty"`
+		Methods     []methodView  `json:"methods"`
+		Commands    []commandView `json:"commands"`
+		Config      *configView   `json:"config"`
 	}
 	reg := s.host.Registry()
 	disabled := reg.Disabled()
@@ -66,17 +109,23 @@ func (s *Server) plugins(w http.ResponseWriter, r *http.Request) {
 		m := p.Meta()
 		reason, off := disabled[p.Key()]
 		pv := pluginView{Key: p.Key(), Name: m.Name, Version: m.Version, Description: m.Description, URL: m.URL,
-			Enabled: !off, Disabled: reason, Methods: []methodView{}}
+			Enabled: !off, Disabled: reason, Methods: []methodView{}, Commands: []commandView{}}
 		for _, mi := range pluginhost.Methods(p) {
 			pv.Methods = append(pv.Methods, methodView{Name: mi.Name, Type: mi.Type.String(), Signature: pysig.Signature(mi),
 				Description: mi.Description, Doc: pysig.Doc(mi)})
+		}
+		for _, c := range pluginhost.Commands(p) {
+			if !c.Hidden {
+				pv.Commands = append(pv.Commands, commandView{Name: c.Name, Aliases: c.Aliases, Usage: c.Usage,
+					Description: c.Description, Permission: c.Permission})
+			}
 		}
 		if f := s.host.PluginConfig(p.Key()); f != nil {
 			pv.Config = viewConfig(f)
 		}
 		out = append(out, pv)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"plugins": out})
+	writeJSON(w, http.StatusOK, map[string]any{"plugins": out, "failed": s.failedPlugins()})
 }
 
 // pluginConfig finds the settings of the path's plugin, or writes a 404.
@@ -173,7 +222,7 @@ func (s *Server) setPluginEnabled(on bool) http.HandlerFunc {
 			if strings.HasPrefix(err.Error(), "no plugin ") {
 				status = http.StatusNotFound
 			} else if on {
-				status = http.StatusConflict // its init failed
+				status = http.StatusConflict // its init failed, or an installed plugin replaces it
 			}
 			writeError(w, status, "%v", err)
 			return

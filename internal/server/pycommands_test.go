@@ -81,3 +81,102 @@ func TestPythonPluginCommands(t *testing.T) {
 		t.Errorf("commands made %d model requests", n)
 	}
 }
+
+// An installed Python plugin that mounts a built-in port's method name
+// replaces the port while nekro serves: the API says the port is off and
+// why, enabling it is refused with the reason, the sandbox's dice_roll
+// is the installed plugin's and the port's other method is gone, the
+// installed plugin's command answers and the port's commands are not
+// listed. A plugin that did not load is in the API's failed list with
+// its file, line and exception.
+func TestInstalledPluginReplacesBuiltinWhileServing(t *testing.T) {
+	e := startEnv(t, nil, func(o *serveOptions) {
+		o.App.PluginDirs = []string{filepath.Join("..", "pyplugin", "testdata", "clash"), filepath.Join("..", "pyplugin", "testdata", "failing")}
+		o.App.Agent.SuperUsers = []string{"root1"}
+	})
+	var list struct {
+		Plugins []struct {
+			Key      string
+			Enabled  bool
+			Disabled string `json:"disabled_reason"`
+			Commands []struct{ Name, Usage, Permission string }
+		}
+		Failed []struct {
+			Path, File, Exception, Message string
+			Line                           int
+		}
+	}
+	if st := e.call("GET", "/api/plugins", nil, &list); st != http.StatusOK {
+		t.Fatalf("GET /api/plugins: %d", st)
+	}
+	seen := 0
+	for _, p := range list.Plugins {
+		switch p.Key {
+		case "nekro.dice":
+			seen++
+			if p.Enabled || p.Disabled != "replaced by tester.dicey (same method dice_roll)" {
+				t.Errorf("nekro.dice: %+v", p)
+			}
+		case "tester.dicey":
+			seen++
+			if !p.Enabled || len(p.Commands) != 1 || p.Commands[0].Usage != "/dice_lock" || p.Commands[0].Permission != "super" {
+				t.Errorf("tester.dicey: %+v", p)
+			}
+		case "tester.fine":
+			seen++
+		}
+	}
+	if seen != 3 {
+		t.Errorf("the list lacks nekro.dice, tester.dicey or tester.fine: %+v", list.Plugins)
+	}
+	if len(list.Failed) != 1 {
+		t.Fatalf("failed: %+v", list.Failed)
+	}
+	f := list.Failed[0]
+	if !strings.HasSuffix(f.Path, "needs_missing.py") || !strings.HasSuffix(f.File, "needs_missing.py") || f.Line != 5 ||
+		f.Exception != "ModuleNotFoundError" || !strings.Contains(f.Message, "nekro_agent.api.no_such_module") {
+		t.Errorf("failed plugin: %+v", f)
+	}
+
+	var out struct{ Error string }
+	if st := e.call("POST", "/api/plugins/nekro.dice/enable", nil, &out); st != http.StatusConflict ||
+		!strings.Contains(out.Error, "replaced by tester.dicey") {
+		t.Errorf("enabling the replaced port: %d %q", st, out.Error)
+	}
+	var res struct{ Output string }
+	code := `print(dice_roll("climb", "the wall", 12))
+try:
+    probability_wheel("x", "y", {"a": 50.0})
+except NameError:
+    print("no stub")
+import api_caller
+try:
+    api_caller._conn.call("probability_wheel", "agent", {"event_name": "x", "description": "y", "event_choices": {"a": 50.0}})
+except Exception as e:
+    print(type(e).__name__, e)
+`
+	if st := e.call("POST", "/api/chats/c1/exec", map[string]string{"code": code}, &res); st != http.StatusOK {
+		t.Fatalf("exec: %d", st)
+	}
+	for _, w := range []string{"dicey rolled 20 for climb (difficulty 12)", "no stub", "belongs to plugin nekro.dice, which is off: replaced by tester.dicey"} {
+		if !strings.Contains(res.Output, w) {
+			t.Errorf("exec output lacks %q:\n%s", w, res.Output)
+		}
+	}
+
+	say := func(user, text string) string {
+		t.Helper()
+		if st := e.call("POST", "/api/chats/k1/messages", map[string]string{"user_id": user, "text": text}, &out); st != http.StatusAccepted {
+			t.Fatalf("%s: %d %s", text, st, out.Error)
+		}
+		h := e.history("k1")
+		return h[len(h)-1].Text
+	}
+	if got := say("root1", "/dice_lock 7"); got != "dicey locked" {
+		t.Errorf("/dice_lock: %q", got)
+	}
+	if help := say("root1", "/help"); !strings.Contains(help, "/dice_lock - Lock the dice (the operator's way).") ||
+		strings.Contains(help, "dice_unlock") || strings.Contains(help, "dice_assert") {
+		t.Errorf("/help:\n%s", help)
+	}
+}

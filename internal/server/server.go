@@ -91,6 +91,10 @@ type Parts struct {
 	CallTimeout time.Duration     // a plugin method's deadline in MCP calls, as the runtime's
 	// Model is the configured model's name, "" when none.
 	Model string
+	// FailedPlugins returns the Python plugins that did not load, by
+	// path, with why (a *pyplugin.LoadError when their import raised);
+	// nil when none.
+	FailedPlugins func() map[string]error
 }
 
 // Server is nekro's HTTP API, web UI, webhooks, plugin routes, MCP and

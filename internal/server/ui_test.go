@@ -318,7 +318,8 @@ func drivenPage(t *testing.T, e *env, script string) string {
 // The plugins page, in a real headless browser: it lists every plugin with
 // its methods, turns one off with its switch, and changes settings through
 // forms generated from their schemas, showing a refused value next to its
-// field; a secret never reaches the page, and an empty secret field keeps it.
+// field; a secret never reaches the page, and an empty secret field keeps
+// it; a Python plugin that did not load is listed with why.
 func TestUIPluginsPageInABrowser(t *testing.T) {
 	chromium := chromiumPath(t)
 	e := startEnv(t, nil, func(o *serveOptions) {
@@ -447,6 +448,14 @@ func TestUIPluginsPageInABrowser(t *testing.T) {
 		if f := field(weather, name); !strings.Contains(f, want) {
 			t.Errorf("pyweather's %s lacks %s:\n%s", name, want, f)
 		}
+	}
+	// The plugin directory's file that defines no plugin is listed as not
+	// loaded, with nekro's reason.
+	failed := regexp.MustCompile(`(?s)<section id="plugin-failed"[^>]*>.*?</section>`).FindString(dom)
+	if open, _, _ := strings.Cut(failed, ">"); strings.Contains(open, "hidden") || !strings.Contains(failed, "Not loaded (1)") ||
+		!regexp.MustCompile(`<article class="plugin failed" data-path="[^"]*/broken\.py">`).MatchString(failed) ||
+		!strings.Contains(failed, "MissingPluginInstance: ") || !strings.Contains(failed, "defines no module-level `plugin`") {
+		t.Errorf("the plugin that did not load is not shown:\n%s", failed)
 	}
 	// Plugin texts are text, never markup.
 	if strings.Contains(dom, `<i id="injected"`) || strings.Contains(dom, `<img src="x"`) || !strings.Contains(kinds, `&lt;i id="injected"&gt;every&lt;/i&gt;`) ||

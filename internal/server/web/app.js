@@ -130,6 +130,8 @@ function logout() {
   $("chats-more").hidden = true;
   $("chat-title").textContent = "";
   $("plugin-list").replaceChildren();
+  $("plugin-failed").replaceChildren();
+  $("plugin-failed").hidden = true;
   $("plugins").replaceChildren();
   $("model").textContent = "";
   say("Signed out: this browser no longer keeps the token.");
@@ -779,10 +781,29 @@ function pluginPath(key, suffix) {
 
 async function loadPlugins() {
   remember();
-  const { plugins } = await api("/api/plugins");
+  const { plugins, failed = [] } = await api("/api/plugins");
   $("plugin-list").replaceChildren(...plugins.map(pluginCard));
+  showFailed(failed);
   const on = plugins.filter((p) => p.enabled).length;
-  say(plugins.length + " plugins, " + on + " enabled");
+  say(plugins.length + " plugins, " + on + " enabled" + (failed.length ? ", " + failed.length + " not loaded" : ""));
+}
+
+// showFailed lists the Python plugins that did not load: the file and
+// line their import raised at, the exception, and the traceback folded.
+function showFailed(failed) {
+  const box = $("plugin-failed");
+  box.hidden = !failed.length;
+  box.replaceChildren();
+  if (!failed.length) return;
+  box.append(el("h3", {}, "Not loaded (" + failed.length + ")"));
+  for (const f of failed) {
+    const where = f.file ? f.file + (f.line ? ":" + f.line : "") : f.path;
+    const card = el("article", { className: "plugin failed", "data-path": f.path },
+      el("h4", {}, el("code", {}, f.path)),
+      el("p", { className: "error" }, where + ": " + f.message));
+    if (f.traceback) card.append(el("details", {}, el("summary", {}, "Traceback"), el("pre", { className: "traceback" }, f.traceback)));
+    box.append(card);
+  }
 }
 
 function pluginCard(p) {
@@ -805,6 +826,7 @@ function pluginCard(p) {
     card.append(el("p", { className: "hint" }, el("a", { href: p.url, rel: "noopener noreferrer", target: "_blank" }, p.url)));
   }
   if (p.methods && p.methods.length) card.append(methodList(p.methods));
+  if (p.commands && p.commands.length) card.append(commandList(p.commands));
   if (p.config) card.append(settingsSection(p.key, p.config));
   return card;
 }
@@ -844,6 +866,20 @@ function methodList(methods) {
     list.append(li);
   }
   return el("details", { className: "methods" }, el("summary", {}, methods.length + (methods.length === 1 ? " method" : " methods")), list);
+}
+
+// commandList shows a plugin's chat commands: usage, who may use them,
+// what they do.
+function commandList(commands) {
+  const who = { user: "users", admin: "the chat's admins", super: "super users" };
+  const list = el("ul", { className: "commands" });
+  for (const c of commands) {
+    list.append(el("li", { className: "command", "data-command": c.name },
+      el("code", { className: "usage" }, c.usage || "/" + c.name), " ",
+      c.description || "",
+      who[c.permission] ? el("span", { className: "who" }, " (for " + who[c.permission] + ")") : null));
+  }
+  return el("details", { className: "commands" }, el("summary", {}, commands.length + (commands.length === 1 ? " command" : " commands")), list);
 }
 
 // kindOf reads a property's JSON Schema type: "integer", or ["integer", "null"].
