@@ -115,6 +115,7 @@ type host struct {
 	index, envDir        string // dynamic_import_pkg: where from, and where to
 	pluginsDir           string // data/plugins, for get_plugin_data_dir at import time
 	startTimeout         time.Duration
+	installTimeout       time.Duration // of the plugin's requirements (env.go)
 	log                  *slog.Logger
 	plugin               *plugin.Plugin
 	hooks                hookFlags
@@ -195,9 +196,10 @@ func (h *host) start(ctx context.Context) (*process, *hello, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("plugin connection: %w", err)
 	}
-	if err := os.MkdirAll(h.envDir, 0o755); err != nil {
+	python, err := h.prepareEnv(ctx)
+	if err != nil {
 		conn.Close()
-		return nil, nil, fmt.Errorf("plugin packages: %w", err)
+		return nil, nil, err
 	}
 	// The process's own temporary directory (TMPDIR): private (0700),
 	// removed when the process ends. Each call's copy of the files it
@@ -212,7 +214,7 @@ func (h *host) start(ctx context.Context) (*process, *hello, error) {
 		conn.Close()
 		return nil, nil, fmt.Errorf("plugin temporary directory: %w", err)
 	}
-	cmd := exec.Command(h.python, "-u", "-B", "-m", "nekro_agent._host", h.path, "3", h.envDir, h.index, h.pluginsDir)
+	cmd := exec.Command(python, "-u", "-B", "-m", "nekro_agent._host", h.path, "3", h.envDir, h.index, h.pluginsDir)
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.Env = append(pluginEnv(h.pkgDir), "TMPDIR="+tmp)
 	cmd.Dir = filepath.Dir(h.path)
@@ -222,7 +224,7 @@ func (h *host) start(ctx context.Context) (*process, *hello, error) {
 	if err := cmd.Start(); err != nil {
 		conn.Close()
 		os.RemoveAll(tmp)
-		return nil, nil, fmt.Errorf("start %s: %w", h.python, err)
+		return nil, nil, fmt.Errorf("start %s: %w", python, err)
 	}
 	p := &process{cmd: cmd, conn: conn, pending: map[int64]chan message{}, hello: make(chan message, 1),
 		done: make(chan struct{}), started: time.Now(), inflight: map[int64]string{}}

@@ -61,11 +61,16 @@ type Options struct {
 	// a plugin may ask for its own (get_plugin_data_dir) while it is
 	// imported, before nekro knows its key.
 	PluginsDir string
-	// Index is where dynamic_import_pkg installs missing packages from: an
-	// http(s) URL of a package index, or a directory of wheels
-	// (--python-index). Empty: missing packages are an error naming the
+	// Index is where the plugins' declared requirements and
+	// dynamic_import_pkg's missing packages are installed from, each
+	// plugin into its own environment (env.go): an http(s) URL of a
+	// package index, or a directory of wheels (--python-index). Empty:
+	// only what the system has; a missing package is an error naming the
 	// flag.
 	Index string
+	// InstallTimeout bounds the installation of one plugin's declared
+	// requirements; default DefaultInstallTimeout.
+	InstallTimeout time.Duration
 	// StartTimeout bounds a process's import of its plugin; default 30 s.
 	StartTimeout time.Duration
 	Log          *slog.Logger
@@ -129,7 +134,7 @@ func Load(ctx context.Context, opts Options) (*Set, error) {
 	for _, path := range paths {
 		wg.Go(func() {
 			h := &host{path: path, python: opts.Python, pkgDir: pkgDir, startTimeout: opts.StartTimeout,
-				index: opts.Index, envDir: envDir(opts.CacheDir, path), pluginsDir: opts.PluginsDir,
+				index: opts.Index, envDir: EnvDir(opts.CacheDir, path), installTimeout: opts.InstallTimeout, pluginsDir: opts.PluginsDir,
 				log: opts.Log.With("python_plugin", filepath.Base(path))}
 			p, err := h.load(ctx)
 			mu.Lock()
@@ -199,15 +204,6 @@ func (s *Set) Memory() map[string]int64 {
 		}
 	}
 	return out
-}
-
-// envDir is where a plugin's own packages go (dynamic_import_pkg): one
-// directory per plugin file, named by its file name and a hash of its
-// path.
-func envDir(cacheDir, path string) string {
-	sum := sha256.Sum256([]byte(path))
-	name := strings.TrimSuffix(filepath.Base(path), ".py")
-	return filepath.Join(cacheDir, "envs", name+"-"+hex.EncodeToString(sum[:4]))
 }
 
 // find lists the plugins in dirs: *.py files and directories holding

@@ -4,7 +4,9 @@ from __future__ import annotations
 import enum
 import importlib
 import logging
+import os
 import re
+import sys
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional
 
@@ -365,36 +367,68 @@ _current_plugin: Optional["NekroPlugin"] = None
 
 
 class _Packages:
-    """Where this plugin's own packages live, and where they come from."""
+    """Where this plugin's own packages live, and where they come from: a
+    virtual environment of the plugin's own (nekro_agent._deps) over the
+    system's packages, made on the first install when the plugin declared
+    no requirements."""
 
     def __init__(self):
         self.env_dir = ""
         self.index = ""
 
     def configure(self, env_dir: str, index: str) -> None:
+        self.env_dir, self.index = env_dir, index
+        self._use_env()
+
+    def _use_env(self) -> None:
+        """Put the environment's packages first on sys.path (a process
+        started by the environment's own python has them there already)."""
         import sys
 
-        self.env_dir, self.index = env_dir, index
-        if env_dir and env_dir not in sys.path:
-            sys.path.insert(0, env_dir)
+        from nekro_agent import _deps
+
+        site = _deps.site_packages(self.env_dir) if self.env_dir else ""
+        if site and os.path.isdir(site) and site not in sys.path:
+            sys.path.insert(0, site)
+
+    def satisfied(self, spec: str) -> bool:
+        """Whether an installed distribution (the environment's first, then
+        the system's) meets spec, version included."""
+        try:
+            from importlib import metadata
+
+            from pip._vendor.packaging.requirements import Requirement
+
+            req = Requirement(spec)
+            return req.specifier.contains(metadata.version(req.name), prereleases=True)
+        except Exception:  # noqa: BLE001 - unknown: the import decides
+            return True
 
     def install(self, spec: str) -> None:
         import subprocess
         import sys
 
-        if not self.index:
-            raise ImportError("package %r is not installed, and nekro has no package index to install it from: "
-                              "the operator sets one with --python-index URL (or a directory of wheels)" % spec)
-        args = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--quiet",
-                "--target", self.env_dir]
-        if self.index.startswith(("http://", "https://")):
-            args += ["--index-url", self.index]
-        else:
-            args += ["--no-index", "--find-links", self.index]
-        done = subprocess.run(args + [spec], capture_output=True, text=True, timeout=600)
-        if done.returncode != 0:
-            raise ImportError("installing %r from %s failed: %s" % (spec, self.index, (done.stderr or done.stdout).strip()[-2000:]))
+        from nekro_agent import _deps
+
+        if not self.env_dir:
+            raise ImportError("package %r is not installed, and this plugin has no environment to install it into" % spec)
+        try:
+            if not os.path.exists(_deps.venv_python(self.env_dir)):
+                _deps.make_venv(self.env_dir, getattr(sys, "_base_executable", None) or sys.executable)
+            _deps.pip_install(self.env_dir, self.index, [spec])
+        except _deps.RequirementError as e:
+            hint = "" if self.index else (": the operator sets a package index with --python-index URL "
+                                          "(or a directory of wheels)")
+            raise ImportError("plugin %s: %s%s" % (_plugin_name(), e, hint)) from None
+        except subprocess.CalledProcessError as e:
+            raise ImportError("plugin %s: making its environment failed: %s" % (_plugin_name(), (e.stderr or e).strip()[-1000:])) from None
+        self._use_env()
         importlib.invalidate_caches()
+
+
+def _plugin_name() -> str:
+    p = _current_plugin
+    return p.key if p is not None else os.path.basename(os.getcwd())
 
 
 _packages = _Packages()
@@ -403,17 +437,22 @@ _packages = _Packages()
 def dynamic_import_pkg(package_spec: str, import_name: Optional[str] = None, **_: Any):
     """Import a package the plugin needs, e.g. dynamic_import_pkg("requests>=2.25").
 
-    An installed package (the host's, or one installed for this plugin
-    before) is imported. A missing one is installed into this plugin's own
-    directory from the operator's package index (nekro --python-index),
-    then imported; without an index that is an ImportError naming the flag.
+    An installed package that meets the version asked (this plugin's own,
+    or the system's) is imported. A missing one, or one of another version,
+    is installed into this plugin's own environment (never the system's,
+    never another plugin's) from the operator's package index (nekro
+    --python-index), then imported; without an index that is an
+    ImportError naming the flag. Installs are kept for later starts.
     """
     name = import_name or re.split(r"[<>=!~\[; ]", package_spec.strip(), maxsplit=1)[0].replace("-", "_")
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        pass
+    if _packages.satisfied(package_spec):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            pass
     _packages.install(package_spec)
+    for mod in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+        del sys.modules[mod]  # another version was imported: this plugin's own replaces it
     return importlib.import_module(name)
 
 
