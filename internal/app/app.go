@@ -90,6 +90,9 @@ type Config struct {
 	// Agent tunes turns.
 	Agent agent.Config
 	Log   *slog.Logger
+
+	// watchPlugins makes the Python plugins follow their files (Serve).
+	watchPlugins bool
 }
 
 // App is an assembled nekro: everything a command uses.
@@ -245,6 +248,12 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		// Cleanup hooks run even when the agent used up ctx's time.
 		return a.Host.Close(context.WithoutCancel(ctx))
 	})
+	if cfg.watchPlugins && py != nil {
+		// Installed, edited and removed Python plugins are followed; the
+		// watch stops before the host closes.
+		py.Attach(a.Host)
+		a.closers = append(a.closers, func(context.Context) error { py.StopWatching(); return nil })
+	}
 
 	var model llm.Model
 	ac := cfg.Agent
@@ -311,8 +320,7 @@ func Plugins(ctx context.Context, cfg Config) ([]*plugin.Plugin, *pyplugin.Set, 
 // were never listed). On error the sets, when not nil, must still be
 // closed.
 func loadPlugins(ctx context.Context, cfg Config) ([]*plugin.Plugin, *pyplugin.Set, *mcp.Set, error) {
-	py, err := pyplugin.Load(ctx, pyplugin.Options{Dirs: cfg.PluginDirs, Python: cfg.PluginPython, Index: cfg.PythonIndex,
-		CacheDir: filepath.Join(cfg.DataDir, "python"), PluginsDir: filepath.Join(cfg.DataDir, "plugins"), Log: cfg.Log})
+	py, err := pyplugin.Load(ctx, PythonOptions(cfg))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -322,6 +330,26 @@ func loadPlugins(ctx context.Context, cfg Config) ([]*plugin.Plugin, *pyplugin.S
 	}
 	plugins, err := choosePlugins(cfg, py, ms.Plugins)
 	return plugins, py, ms, err
+}
+
+// InstalledPluginsDir is where `nekro plugins install` puts plugins when
+// no --plugin-dir is given: data/plugins-py. It is searched for Python
+// plugins after the --plugin-dir directories, whether or not those are
+// given.
+func InstalledPluginsDir(dataDir string) string {
+	if dataDir == "" {
+		dataDir = "data"
+	}
+	return filepath.Join(dataDir, "plugins-py")
+}
+
+// PythonOptions are the options the Python plugins of cfg are loaded with
+// (what `nekro plugins install` checks a plugin with).
+func PythonOptions(cfg Config) pyplugin.Options {
+	cfg.defaults()
+	return pyplugin.Options{Dirs: cfg.PluginDirs, InstalledDir: InstalledPluginsDir(cfg.DataDir),
+		Python: cfg.PluginPython, Index: cfg.PythonIndex,
+		CacheDir: filepath.Join(cfg.DataDir, "python"), PluginsDir: filepath.Join(cfg.DataDir, "plugins"), Log: cfg.Log}
 }
 
 // choosePlugins joins the compiled-in plugins and the Python ones (a key

@@ -35,6 +35,7 @@ func Serve(ctx context.Context, cfg Config, opts server.Options) (_ *Served, err
 			ln.Close()
 		}
 	}()
+	cfg.watchPlugins = true
 	a, err := Open(ctx, cfg)
 	if err != nil {
 		return nil, err

@@ -62,7 +62,8 @@ func newPluginsCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&prompt, "prompt", false, "print the method docs exactly as the AI reads them")
-	cmd.AddCommand(newPluginsConfigCmd(g), newPluginsStateCmd(g, true), newPluginsStateCmd(g, false))
+	cmd.AddCommand(newPluginsConfigCmd(g), newPluginsStateCmd(g, true), newPluginsStateCmd(g, false),
+		newPluginsInstallCmd(g), newPluginsRemoveCmd(g))
 	return cmd
 }
 
@@ -91,17 +92,21 @@ func listReplaced(out io.Writer, reg *registry.Registry) {
 // registry shows them; any makes `nekro plugins` fail (exit 1) once the
 // others are listed.
 func listFailed(out io.Writer, py *pyplugin.Set) error {
-	if py == nil || len(py.Failed) == 0 {
+	if py == nil {
 		return nil
 	}
-	files := make([]string, 0, len(py.Failed))
-	for f := range py.Failed {
+	failed := py.Failures()
+	if len(failed) == 0 {
+		return nil
+	}
+	files := make([]string, 0, len(failed))
+	for f := range failed {
 		files = append(files, f)
 	}
 	sort.Strings(files)
 	fmt.Fprintf(out, "\nnot loaded (%d):\n", len(files))
 	for _, f := range files {
-		fmt.Fprintf(out, "  %v\n", py.Failed[f])
+		fmt.Fprintf(out, "  %v\n", failed[f])
 	}
 	return fmt.Errorf("%d python plugin(s) did not load (listed above)", len(files))
 }

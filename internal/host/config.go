@@ -13,7 +13,23 @@ import (
 
 // PluginConfig returns the settings of the enabled plugin with key, or
 // nil when it declared none.
-func (h *Host) PluginConfig(key string) *pluginconfig.File { return h.configs[key] }
+func (h *Host) PluginConfig(key string) *pluginconfig.File {
+	h.cfgMu.RLock()
+	defer h.cfgMu.RUnlock()
+	return h.configs[key]
+}
+
+// setPluginConfig makes f the settings of the plugin with key (nil: it
+// has none).
+func (h *Host) setPluginConfig(key string, f *pluginconfig.File) {
+	h.cfgMu.Lock()
+	defer h.cfgMu.Unlock()
+	if f == nil {
+		delete(h.configs, key)
+		return
+	}
+	h.configs[key] = f
+}
 
 // openConfig opens p's settings file, data/plugins/<key>/config.yaml,
 // writing the defaults when it is missing; nil when p declared none.

@@ -66,10 +66,13 @@ type Host struct {
 	registry    *registry.Registry
 	log         *slog.Logger
 	store       *kv.Store
-	states      *pluginstate.Store            // which plugins the operator turned off
-	timers      *schedule.Store               // plugins' timers
-	configs     map[string]*pluginconfig.File // by plugin key; set before init hooks, read-only after
-	stateMu     sync.Mutex                    // serialises applying state changes
+	states      *pluginstate.Store // which plugins the operator turned off
+	timers      *schedule.Store    // plugins' timers
+	cfgMu       sync.RWMutex
+	configs     map[string]*pluginconfig.File // by plugin key; set before init hooks (and by AddPlugin, SwapPlugin)
+	reloadMu    sync.Mutex
+	reloader    Reloader   // SetReloader; nil: no plugin reloads
+	stateMu     sync.Mutex // serialises applying state changes
 	stopWatch   context.CancelFunc
 	bg          sync.WaitGroup
 	closeOnce   sync.Once
@@ -275,7 +278,7 @@ func (s hostServices) Store() plugin.Store { return s.h.storeFor(s.p) }
 func (s hostServices) Logger() *slog.Logger { return s.h.log.With("plugin", s.p.Key()) }
 
 func (s hostServices) ConfigJSON() (json.RawMessage, uint64) {
-	f := s.h.configs[s.p.Key()]
+	f := s.h.PluginConfig(s.p.Key())
 	if f == nil {
 		return nil, 0
 	}
@@ -287,7 +290,7 @@ func (s hostServices) PushSystem(ctx context.Context, chatKey, text string, trig
 }
 
 func (s hostServices) SetConfig(changes map[string]any) error {
-	f := s.h.configs[s.p.Key()]
+	f := s.h.PluginConfig(s.p.Key())
 	if f == nil {
 		return fmt.Errorf("plugin %s: %w", s.p.Key(), pluginconfig.ErrNoConfig)
 	}

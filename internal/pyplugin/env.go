@@ -212,9 +212,10 @@ func lastBytes(s string, n int) string {
 	return s
 }
 
-// removeEnv deletes the environment of the plugin at path (its packages,
-// its record and its lock).
-func removeEnv(cacheDir, path string) error {
+// RemoveEnv deletes the environment of the plugin at path under
+// cacheDir (its packages, its record and its lock): the plugin was
+// removed.
+func RemoveEnv(cacheDir, path string) error {
 	dir := EnvDir(cacheDir, path)
 	err := os.RemoveAll(dir)
 	if rerr := os.Remove(dir + ".lock"); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) && err == nil {

@@ -131,6 +131,13 @@ type host struct {
 	strikes  map[string]strike
 	suspects map[string]bool
 	gate     callGate
+	// active counts the calls and hook requests under way; once retired
+	// (live.go), new ones go to next (the reloaded plugin's host), or fail
+	// when the plugin was removed.
+	active  int
+	retired bool
+	next    *host
+	inited  bool // the plugin's init ran in this host
 }
 
 // process is one run of the plugin's Python process.
@@ -437,11 +444,15 @@ func (h *host) init(ctx context.Context) error {
 	if _, err := h.request(ctx, message{Op: "ready", Args: args}, ""); err != nil {
 		return err
 	}
-	if !h.hooks.Init {
-		return nil
+	if h.hooks.Init {
+		if _, err = h.request(ctx, message{Op: "init"}, ""); err != nil {
+			return err
+		}
 	}
-	_, err = h.request(ctx, message{Op: "init"}, "")
-	return err
+	h.mu.Lock()
+	h.inited = true
+	h.mu.Unlock()
+	return nil
 }
 
 // call runs a sandbox method in the process. The call's ctx carries the
@@ -451,6 +462,12 @@ func (h *host) init(ctx context.Context) error {
 // A chat whose calls ended the process too often is refused for a while;
 // a chat suspected of it runs its next call alone (blame.go).
 func (h *host) call(ctx *plugin.Ctx, method string, args map[string]json.RawMessage) (json.RawMessage, error) {
+	if next, err := h.admit(); err != nil {
+		return nil, err
+	} else if next != nil {
+		return next.call(ctx, method, args)
+	}
+	defer h.leave()
 	chat := ctx.ChatKey()
 	if err := h.refusal(chat, time.Now()); err != nil {
 		return nil, err
@@ -514,7 +531,35 @@ type callCtx struct {
 // request sends one request and waits for its answer, the process's end
 // or ctx.
 func (h *host) request(ctx context.Context, m message, token string) (json.RawMessage, error) {
+	if next, err := h.admit(); err != nil {
+		return nil, err
+	} else if next != nil {
+		return next.request(ctx, m, token)
+	}
+	defer h.leave()
 	return h.requestAs(ctx, m, token, "")
+}
+
+// admit counts a call or hook request in (leave counts it out), or
+// returns the host that took over from h (the reloaded plugin's), or an
+// error when h's plugin was removed.
+func (h *host) admit() (*host, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.retired {
+		if h.next != nil {
+			return h.next, nil
+		}
+		return nil, fmt.Errorf("plugin %s was removed", h.plugin.Key())
+	}
+	h.active++
+	return nil, nil
+}
+
+func (h *host) leave() {
+	h.mu.Lock()
+	h.active--
+	h.mu.Unlock()
 }
 
 // requestAs is request for a sandbox call of chat: the process's death

@@ -52,6 +52,10 @@ var pythonFS embed.FS
 type Options struct {
 	// Dirs are searched for plugins, in order (--plugin-dir).
 	Dirs []string
+	// InstalledDir is searched after Dirs, and need not exist: where
+	// `nekro plugins install` puts plugins when no --plugin-dir is given
+	// (data/plugins-py).
+	InstalledDir string
 	// Python is the interpreter; default /usr/bin/python3.
 	Python string
 	// CacheDir receives the nekro_agent package the processes import
@@ -78,13 +82,28 @@ type Options struct {
 
 // Set is the loaded Python plugins and their processes.
 type Set struct {
-	// Plugins are those that loaded, sorted by key.
+	// Plugins are those that loaded, sorted by key, as Load found them
+	// (Attach's watcher may add, reload and remove plugins since).
 	Plugins []*plugin.Plugin
-	// Failed says, per plugin file, why it did not load.
+	// Failed says, per plugin file, why it did not load, as at Load
+	// (Failures is the current list).
 	Failed map[string]error
 	// Paths gives each plugin's file, by key (for clash messages).
 	Paths map[string]string
-	hosts []*host
+
+	opts   Options
+	pkgDir string
+
+	mu       sync.Mutex
+	hosts    map[string]*host // by path: the current version of each plugin
+	failed   map[string]error // by path
+	retiring map[*host]bool   // replaced or removed, finishing their calls
+	// loads serialises loads, reloads and removals (live.go).
+	loads sync.Mutex
+	// watch is the watcher's state (live.go); stop ends it.
+	seen, pending map[string]string
+	stop          context.CancelFunc
+	watching      sync.WaitGroup
 }
 
 // Load starts a process for every plugin found in opts.Dirs and returns
@@ -120,23 +139,27 @@ func Load(ctx context.Context, opts Options) (*Set, error) {
 			return nil, fmt.Errorf("python plugins: %w", err)
 		}
 	}
-	set := &Set{Failed: map[string]error{}, Paths: map[string]string{}}
+	set := &Set{Failed: map[string]error{}, Paths: map[string]string{}, opts: opts,
+		hosts: map[string]*host{}, failed: map[string]error{}, retiring: map[*host]bool{},
+		seen: map[string]string{}, pending: map[string]string{}}
 	paths, err := find(opts.Dirs)
-	if err != nil || len(paths) == 0 {
+	if err != nil {
 		return set, err
 	}
-	pkgDir, err := unpack(opts.CacheDir)
-	if err != nil {
-		return nil, err
+	if extra := set.extraDir(); extra != "" {
+		paths = append(paths, findExisting([]string{extra})...)
+	}
+	if len(paths) == 0 {
+		return set, nil
+	}
+	for _, path := range paths {
+		set.seen[path] = signature(path) // before loading: an edit during the load is seen
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, path := range paths {
 		wg.Go(func() {
-			h := &host{path: path, python: opts.Python, pkgDir: pkgDir, startTimeout: opts.StartTimeout,
-				index: opts.Index, envDir: EnvDir(opts.CacheDir, path), installTimeout: opts.InstallTimeout, pluginsDir: opts.PluginsDir,
-				log: opts.Log.With("python_plugin", filepath.Base(path))}
-			p, err := h.load(ctx)
+			h, p, err := set.start(ctx, path)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -151,10 +174,13 @@ func Load(ctx context.Context, opts Options) (*Set, error) {
 			}
 			set.Paths[p.Key()] = path
 			set.Plugins = append(set.Plugins, p)
-			set.hosts = append(set.hosts, h)
+			set.hosts[path] = h
 		})
 	}
 	wg.Wait()
+	for path, err := range set.Failed {
+		set.failed[path] = err
+	}
 	sort.Slice(set.Plugins, func(i, j int) bool { return set.Plugins[i].Key() < set.Plugins[j].Key() })
 	return set, nil
 }
@@ -172,19 +198,143 @@ func (s *Set) Keys() []string {
 	return out
 }
 
-// Close stops every process. The plugins' cleanup hooks must have run
-// (the plugin host runs them when it closes).
+// extraDir is opts.InstalledDir unless Dirs has it already.
+func (s *Set) extraDir() string {
+	d := s.opts.InstalledDir
+	if d == "" {
+		return ""
+	}
+	abs, _ := filepath.Abs(d)
+	for _, o := range s.opts.Dirs {
+		if oa, _ := filepath.Abs(o); oa == abs {
+			return ""
+		}
+	}
+	return d
+}
+
+// dirs are the directories searched for plugins.
+func (s *Set) dirs() []string {
+	if extra := s.extraDir(); extra != "" {
+		return append(append([]string(nil), s.opts.Dirs...), extra)
+	}
+	return s.opts.Dirs
+}
+
+// start runs the plugin at path in a process of its own, its
+// requirements installed first, and builds the plugin it describes.
+func (s *Set) start(ctx context.Context, path string) (*host, *plugin.Plugin, error) {
+	s.mu.Lock()
+	if s.pkgDir == "" {
+		dir, err := unpack(s.opts.CacheDir)
+		if err != nil {
+			s.mu.Unlock()
+			return nil, nil, err
+		}
+		s.pkgDir = dir
+	}
+	pkgDir := s.pkgDir
+	s.mu.Unlock()
+	opts := s.opts
+	h := &host{path: path, python: opts.Python, pkgDir: pkgDir, startTimeout: opts.StartTimeout,
+		index: opts.Index, envDir: EnvDir(opts.CacheDir, path), installTimeout: opts.InstallTimeout,
+		pluginsDir: opts.PluginsDir, log: opts.Log.With("python_plugin", filepath.Base(path))}
+	p, err := h.load(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return h, p, nil
+}
+
+// Probe loads the plugin at path as Load would (its requirements
+// installed into its environment), returns the plugin it describes and
+// stops its process: what `nekro plugins install` checks before it
+// reports a plugin installed.
+func Probe(ctx context.Context, opts Options, path string) (*plugin.Plugin, error) {
+	set, err := Load(ctx, Options{Python: opts.Python, CacheDir: opts.CacheDir, PluginsDir: opts.PluginsDir,
+		Index: opts.Index, InstallTimeout: opts.InstallTimeout, StartTimeout: opts.StartTimeout, Log: opts.Log})
+	if err != nil {
+		return nil, err
+	}
+	defer set.Close()
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	h, p, err := set.start(ctx, abs)
+	if err != nil {
+		return nil, err
+	}
+	h.close()
+	return p, nil
+}
+
+// Failures says, per plugin file, why it is not loaded now.
+func (s *Set) Failures() map[string]error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]error, len(s.failed))
+	for k, v := range s.failed {
+		out[k] = v
+	}
+	return out
+}
+
+// PathOf returns the file or package directory of the loaded plugin with
+// key.
+func (s *Set) PathOf(key string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for path, h := range s.hosts {
+		if h.plugin.Key() == key {
+			return path, true
+		}
+	}
+	return "", false
+}
+
+// Close stops the watcher (Attach) and every process. The plugins'
+// cleanup hooks must have run (the plugin host runs them when it
+// closes).
 func (s *Set) Close() error {
+	s.StopWatching()
+	s.mu.Lock()
+	var all []*host
 	for _, h := range s.hosts {
+		all = append(all, h)
+	}
+	for h := range s.retiring {
+		all = append(all, h)
+	}
+	s.mu.Unlock()
+	for _, h := range all {
 		h.close()
 	}
 	return nil
 }
 
+// StopWatching ends Attach's watch of the plugin directories (and waits
+// for a load under way); the plugins stay loaded.
+func (s *Set) StopWatching() {
+	s.mu.Lock()
+	stop := s.stop
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+		s.watching.Wait()
+	}
+}
+
 // Memory returns each plugin process's resident memory in bytes, by key.
 func (s *Set) Memory() map[string]int64 {
 	out := map[string]int64{}
+	s.mu.Lock()
+	hosts := make([]*host, 0, len(s.hosts))
 	for _, h := range s.hosts {
+		hosts = append(hosts, h)
+	}
+	s.mu.Unlock()
+	for _, h := range hosts {
 		h.mu.Lock()
 		p := h.proc
 		h.mu.Unlock()

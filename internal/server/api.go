@@ -43,6 +43,7 @@ const (
 //	PUT  /api/plugins/{key}/config   {"FIELD": value, ...} -> checked, kept; 400 names a bad field
 //	POST /api/plugins/{key}/enable   turns a plugin on (kept in the database; other processes follow)
 //	POST /api/plugins/{key}/disable  turns it off: its methods leave prompts, stubs and calls at once
+//	POST /api/plugins/{key}/reload   loads a Python plugin again from its files; calls in flight finish on the old code
 //	GET  /api/me                     who the token is: {"admin": true} or the user, name and chats
 //	POST /api/users                  {"user_id","name"} -> 201 {"user_id","name","token"} (the token shown once)
 //	GET  /api/users                  the users: name, created, token count, chats
@@ -93,6 +94,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT /api/plugins/{key}/config", adminOnly(s.putPluginConfig))
 	mux.HandleFunc("POST /api/plugins/{key}/enable", adminOnly(s.setPluginEnabled(true)))
 	mux.HandleFunc("POST /api/plugins/{key}/disable", adminOnly(s.setPluginEnabled(false)))
+	mux.HandleFunc("POST /api/plugins/{key}/reload", adminOnly(s.reloadPlugin))
 	mux.HandleFunc("GET /api/me", s.me)
 	mux.HandleFunc("POST /api/users", adminOnly(s.addUser))
 	mux.HandleFunc("GET /api/users", adminOnly(s.listUsers))
