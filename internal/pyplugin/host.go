@@ -680,6 +680,14 @@ func (h *host) supervise(p *process) {
 	for {
 		<-p.done
 		h.mu.Lock()
+		if h.retired && !h.closed { // replaced or removed (live.go): no new process
+			h.closed = true
+			select {
+			case <-h.ready:
+			default:
+				close(h.ready)
+			}
+		}
 		if h.closed {
 			h.mu.Unlock()
 			return
