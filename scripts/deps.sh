@@ -26,7 +26,8 @@ if [ "${1:-}" = test ]; then
   /usr/bin/python3 -c 'import aiofiles' >/dev/null 2>&1 || need+=(python3-aiofiles)
   # ... and requests (dynamic_import_pkg("requests>=2.25.0") in the downloads).
   /usr/bin/python3 -c 'import requests' >/dev/null 2>&1 || need+=(python3-requests)
-  /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)   # dynamic_import_pkg's installs
+  /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)   # plugins' requirements, dynamic_import_pkg
+  command -v git >/dev/null 2>&1 || need+=(git)   # nekro plugins install from a git repository
   # The Python plugin host's tests make httpx requests from plugin methods
   # (inside an asyncio Task, as real Nekro Agent plugins do).
   /usr/bin/python3 -c 'import httpx' >/dev/null 2>&1 || need+=(python3-httpx)
