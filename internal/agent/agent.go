@@ -104,6 +104,11 @@ type Agent struct {
 	closing  bool
 	state    map[string]*chatState
 	stopPoll chan struct{} // closed when Shutdown begins: ends the poll for waiting messages
+
+	live         map[int64]*liveTurn // this replica's running turns, by id (lease.go)
+	heartbeating bool                // the heartbeat goroutine runs (a.mu)
+	stopHB       chan struct{}       // closed once Shutdown has let every turn end
+	hbWG         sync.WaitGroup
 }
 
 // New returns an agent answering through model. With no model configured,
@@ -134,7 +139,7 @@ func New(h *host.Host, chats *chat.Service, model llm.Model, cfg Config) *Agent 
 	base, cancel := context.WithCancel(context.Background())
 	a := &Agent{cfg: cfg, plugins: h, chats: chats, model: model, log: cfg.Log, base: base, cancelBase: cancel,
 		turnSlots: make(chan struct{}, cfg.MaxConcurrentTurns), state: map[string]*chatState{},
-		stopPoll: make(chan struct{})}
+		stopPoll: make(chan struct{}), stopHB: make(chan struct{})}
 	python := cfg.Python
 	if python == "" {
 		python = "/usr/bin/python3"
@@ -414,10 +419,24 @@ func (a *Agent) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 		a.cancelBase()
+		a.stopHeartbeat()
 		return nil
 	case <-ctx.Done():
 	}
 	a.cancelBase()
 	<-done
+	a.stopHeartbeat()
 	return fmt.Errorf("turns still running at the deadline were stopped: %w", ctx.Err())
+}
+
+// stopHeartbeat ends the renewal of turn leases once no turn runs.
+func (a *Agent) stopHeartbeat() {
+	a.mu.Lock()
+	select {
+	case <-a.stopHB:
+	default:
+		close(a.stopHB)
+	}
+	a.mu.Unlock()
+	a.hbWG.Wait()
 }

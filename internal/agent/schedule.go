@@ -5,6 +5,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -18,16 +19,13 @@ type chatState struct {
 	cancel  context.CancelFunc
 }
 
-// Resume prepares the agent after a start: turns a stopped host left
-// running are marked interrupted, and chats with unanswered messages get
-// a turn. Without a model it only does the former.
+// Resume prepares the agent after a start: turns whose replica died
+// (their lease ran out) are ended and their unanswered messages handed
+// back, and chats with messages waiting get a turn. A turn another live
+// replica runs is never touched. Without a model it only does the former.
 func (a *Agent) Resume(ctx context.Context) error {
-	n, err := a.chats.InterruptStale(ctx)
-	if err != nil {
+	if err := a.recoverExpired(ctx); err != nil {
 		return err
-	}
-	if n > 0 {
-		a.log.Warn("turns interrupted by the last stop", "count", n)
 	}
 	if a.ModelError() != nil {
 		return nil // nobody could answer them; they wait for a model
@@ -44,19 +42,38 @@ func (a *Agent) Resume(ctx context.Context) error {
 	return nil
 }
 
+// recoverExpired ends the turns whose lease ran out (chat.RecoverExpired)
+// and says so in the log.
+func (a *Agent) recoverExpired(ctx context.Context) error {
+	rec, err := a.chats.RecoverExpired(ctx)
+	for _, r := range rec {
+		a.log.Warn("took over a turn whose replica stopped renewing its lease", "chat", r.Turn.ChatKey, "turn", r.Turn.ID,
+			"owner", r.Owner, "handed_back", r.Released)
+	}
+	return err
+}
+
 // PollInterval is how often a serving agent looks in the database for
 // messages waiting for a turn that it was not told of: those another
 // process stored (`nekro chats send`, a replica sharing PostgreSQL whose
-// worker is busy). One cheap indexed query per interval.
+// worker is busy), and those handed back by turns whose replica died.
+// Two cheap indexed queries per interval.
 const PollInterval = time.Second
 
-// pollWaiting schedules the chats with unclaimed messages and no turn
-// running every PollInterval until Shutdown begins (a running turn's own
-// worker, here or elsewhere, claims what waits behind it). A message is
-// still claimed by one turn only (ClaimTurn).
+// maxPollBackoff bounds the wait between polls while the database fails:
+// once it answers again, every chat is served within about this long.
+const maxPollBackoff = 5 * time.Second
+
+// pollWaiting, every PollInterval until Shutdown begins, ends the turns
+// whose lease ran out and schedules the chats with unclaimed messages and
+// no turn running (a running turn's own worker, here or elsewhere, claims
+// what waits behind it). A message is still claimed by one turn at a
+// time (ClaimTurn). While the database fails it backs off, up to
+// maxPollBackoff.
 func (a *Agent) pollWaiting() {
 	defer a.wg.Done()
-	t := time.NewTicker(PollInterval)
+	wait, failing := PollInterval, false
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		select {
@@ -64,17 +81,39 @@ func (a *Agent) pollWaiting() {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(a.base, PollInterval)
-		keys, err := a.chats.IdleWaitingChats(ctx)
-		cancel()
+		err := a.pollOnce()
+		switch {
+		case err != nil && !failing:
+			a.log.Warn("the database cannot be polled for waiting messages; retrying with backoff", "err", err)
+			failing = true
+		case err == nil && failing:
+			a.log.Info("the database answers again; polling for waiting messages as usual")
+			failing = false
+		}
 		if err != nil {
-			a.log.Warn("look for waiting messages", "err", err)
-			continue
+			wait = min(wait*2, maxPollBackoff)
+		} else {
+			wait = PollInterval
 		}
-		for _, k := range keys {
-			a.schedule(k)
-		}
+		t.Reset(wait)
 	}
+}
+
+// pollOnce is one look of pollWaiting.
+func (a *Agent) pollOnce() error {
+	ctx, cancel := context.WithTimeout(a.base, maxPollBackoff)
+	defer cancel()
+	if err := a.recoverExpired(ctx); err != nil {
+		return err
+	}
+	keys, err := a.chats.IdleWaitingChats(ctx)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		a.schedule(k)
+	}
+	return nil
 }
 
 func (a *Agent) stateOf(chatKey string) *chatState {
@@ -140,10 +179,12 @@ func (a *Agent) worker(chatKey string, st *chatState) {
 // claimAndRun claims the waiting messages and answers them; messages that
 // arrive during the turn set pending again, so the worker loops.
 func (a *Agent) claimAndRun(chatKey string, st *chatState) error {
-	ctx, cancel := context.WithTimeout(a.base, a.cfg.TurnTimeout)
-	defer cancel()
+	stop, cancel := context.WithCancelCause(a.base)
+	defer cancel(nil)
+	ctx, cancelTimeout := context.WithTimeout(stop, a.cfg.TurnTimeout)
+	defer cancelTimeout()
 	a.mu.Lock()
-	st.cancel = cancel
+	st.cancel = func() { cancel(errReset) }
 	a.mu.Unlock()
 	defer func() {
 		a.mu.Lock()
@@ -155,10 +196,17 @@ func (a *Agent) claimAndRun(chatKey string, st *chatState) error {
 	if err != nil || turn == nil {
 		return err
 	}
+	a.track(turn.ID, cancel, start)
+	defer a.untrack(turn.ID)
 	claimTime := time.Since(start)
-	runs := a.runTurn(ctx, turn, claimed)
+	runs, end := a.runTurn(ctx, turn, claimed)
+	// A turn the host cut short, not the model (the replica is stopping,
+	// or lost its lease), hands its messages back for the next turn.
+	if a.base.Err() != nil || errors.Is(context.Cause(ctx), errLeaseLost) {
+		end.Retry = true
+	}
 	// Record the end even when the turn's context is gone.
-	err = a.chats.FinishTurn(context.WithoutCancel(ctx), turn)
+	err = a.finish(turn, end)
 	if a.cfg.Observer != nil {
 		a.cfg.Observer.TurnFinished(turn.Status, time.Since(start))
 	}

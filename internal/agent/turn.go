@@ -22,8 +22,9 @@ import (
 )
 
 // runTurn is the loop of one turn. It sets turn's status and counters,
-// and returns the time spent in sandbox runs.
-func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Message) (sandboxTime time.Duration) {
+// and returns the time spent in sandbox runs and what recording the
+// turn's end must do besides (the note a failure leaves in the chat).
+func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Message) (sandboxTime time.Duration, end chat.TurnEnd) {
 	chatKey := turn.ChatKey
 	log := a.log.With("chat", chatKey, "turn", turn.ID)
 	fail := func(status, format string, args ...any) {
@@ -32,14 +33,26 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 			turn.Status = chat.TurnInterrupted
 		}
 		log.Warn("turn ended early", "status", turn.Status, "error", turn.Error)
-		if _, err := a.chats.AddMessage(context.WithoutCancel(ctx), chat.Message{ChatKey: chatKey, Role: chat.System,
-			SenderID: chat.SystemID, SenderName: "SYSTEM", Text: chat.TruncateText("nekro: " + turn.Error), TurnID: turn.ID}); err != nil {
-			log.Error("record turn failure", "err", err)
+		end.Note = "nekro: " + turn.Error // stored with the turn's end (chat.EndTurn)
+	}
+	// A failure of the database or the disk is the host's, not the
+	// model's: the turn says what failed, without its details, and hands
+	// its messages back for the next turn (once the failure is over).
+	failStorage := func(what string, err error) bool {
+		problem := storageProblem(err)
+		if problem == "" {
+			return false
 		}
+		log.Warn("turn cut short by storage", "what", what, "err", err)
+		turn.Status, turn.Error = chat.TurnInterrupted, fmt.Sprintf("could not %s: %s", what, problem)
+		end.Note, end.Retry = "nekro: the turn could not finish: "+problem+".", true
+		return true
 	}
 	history, err := a.chats.History(ctx, chatKey, a.cfg.MaxHistory)
 	if err != nil {
-		fail(chat.TurnFailed, "could not read the history: %v", err)
+		if !failStorage("read the history", err) {
+			fail(chat.TurnFailed, "could not read the history: %v", err)
+		}
 		return
 	}
 	lastSeen := int64(0)
@@ -66,7 +79,9 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 		if prose := proseOf(ctx, comp.Text, a.isPython); prose != "" {
 			if _, err := a.chats.AddMessage(context.WithoutCancel(ctx), chat.Message{ChatKey: chatKey, Role: chat.Assistant,
 				SenderID: chat.AssistantID, SenderName: "assistant", Text: chat.TruncateText(prose), TurnID: turn.ID}); err != nil {
-				fail(chat.TurnFailed, "could not store the reply: %v", err)
+				if !failStorage("store the reply", err) {
+					fail(chat.TurnFailed, "could not store the reply: %v", err)
+				}
 				return
 			}
 			turn.Status = chat.TurnDone
@@ -112,7 +127,9 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 		}
 		news, err := a.newMessages(ctx, chatKey, &lastSeen, turn.ID, &agentMsgIDs)
 		if err != nil {
-			fail(chat.TurnFailed, "could not read the history: %v", err)
+			if !failStorage("read the history", err) {
+				fail(chat.TurnFailed, "could not read the history: %v", err)
+			}
 			return
 		}
 		msgs = append(msgs, llm.TextMessage("assistant", comp.Text))
@@ -140,7 +157,7 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 				failureFeedback(res.StopType, res.Note, res.Output, i, a.cfg.MaxIterations, news)))
 		}
 	}
-	return sandboxTime
+	return sandboxTime, end
 }
 
 // turnUser is the user a turn's runs act for: the sender of the claimed

@@ -60,6 +60,17 @@ CREATE INDEX chat_runs_by_chat ON chat_runs (chat_key, created_at);
 UPDATE chat_messages SET turn_id = -1 WHERE role = 'system' AND turn_id IS NULL;
 CREATE INDEX chat_messages_waking ON chat_messages (chat_key, id) WHERE role = 'system' AND turn_id IS NULL;
 `,
+}, {
+	Version: 3, Name: "turn leases: an owner per running turn, one running turn per chat, claims counted",
+	SQL: `
+UPDATE chat_turns SET status = 'interrupted', error = 'the host stopped during the turn', finished_at = CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)
+	WHERE status = 'running' AND id NOT IN (SELECT MAX(id) FROM chat_turns WHERE status = 'running' GROUP BY chat_key);
+ALTER TABLE chat_turns ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+ALTER TABLE chat_turns ADD COLUMN lease_until INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE chat_messages ADD COLUMN claims INTEGER NOT NULL DEFAULT 0;
+UPDATE chat_messages SET claims = 1 WHERE role = 'user' AND turn_id IN (SELECT id FROM chat_turns WHERE status = 'running');
+CREATE UNIQUE INDEX chat_turns_running ON chat_turns (chat_key) WHERE status = 'running';
+`,
 }}
 
 var postgresMigrations = []db.Migration{{
@@ -113,5 +124,16 @@ CREATE INDEX chat_runs_by_chat ON chat_runs (chat_key, created_at);
 	SQL: `
 UPDATE chat_messages SET turn_id = -1 WHERE role = 'system' AND turn_id IS NULL;
 CREATE INDEX chat_messages_waking ON chat_messages (chat_key, id) WHERE role = 'system' AND turn_id IS NULL;
+`,
+}, {
+	Version: 3, Name: "turn leases: an owner per running turn, one running turn per chat, claims counted",
+	SQL: `
+UPDATE chat_turns SET status = 'interrupted', error = 'the host stopped during the turn', finished_at = (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint
+	WHERE status = 'running' AND id NOT IN (SELECT MAX(id) FROM chat_turns WHERE status = 'running' GROUP BY chat_key);
+ALTER TABLE chat_turns ADD COLUMN owner text NOT NULL DEFAULT '';
+ALTER TABLE chat_turns ADD COLUMN lease_until bigint NOT NULL DEFAULT 0;
+ALTER TABLE chat_messages ADD COLUMN claims integer NOT NULL DEFAULT 0;
+UPDATE chat_messages SET claims = 1 WHERE role = 'user' AND turn_id IN (SELECT id FROM chat_turns WHERE status = 'running');
+CREATE UNIQUE INDEX chat_turns_running ON chat_turns (chat_key) WHERE status = 'running';
 `,
 }}

@@ -34,6 +34,10 @@ func TestPagesOfMessagesTurnsAndRuns(t *testing.T) {
 				if err != nil || turn == nil {
 					t.Fatal(turn, err)
 				}
+				turn.Status = chat.TurnDone // one turn runs per chat: end it before the next
+				if err := s.FinishTurn(ctx, turn); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		s.AddMessage(ctx, userMsg("other", "not in p"))

@@ -1,7 +1,6 @@
 package chat
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -37,6 +36,14 @@ type Service struct {
 	log    *slog.Logger
 	hub    *hub
 
+	// Turn leases (lease.go): the replica id this process's turns are
+	// owned by, how long a lease lasts unless renewed, and the SQL
+	// expression of the database's clock in Unix microseconds, which
+	// every lease is read against (replicas' clocks never compare).
+	replica  string
+	leaseTTL time.Duration
+	dbNow    string
+
 	wakeMu sync.Mutex
 	wake   func(chatKey string) // called after a waking system message is stored
 }
@@ -65,9 +72,10 @@ func Open(ctx context.Context, d Database, layout files.Layout, log *slog.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Service{layout: layout, log: log, hub: newHub()}
+	s := &Service{layout: layout, log: log, hub: newHub(), replica: newReplicaID(), leaseTTL: DefaultLeaseTTL}
 	switch {
 	case d.SQLite != nil && d.Postgres == nil:
+		s.dbNow = sqliteNow
 		if err := db.MigrateSQLite(ctx, d.SQLite, component, sqliteMigrations); err != nil {
 			return nil, fmt.Errorf("chat: %w", err)
 		}
@@ -76,6 +84,7 @@ func Open(ctx context.Context, d Database, layout files.Layout, log *slog.Logger
 		if err := db.MigratePostgres(ctx, d.Postgres, component, postgresMigrations); err != nil {
 			return nil, fmt.Errorf("chat: %w", err)
 		}
+		s.dbNow = postgresNow
 		pg := stdlib.OpenDBFromPool(d.Postgres)
 		s.w, s.r, s.ownsDB = pg, pg, true
 	default:
@@ -309,57 +318,6 @@ func hasFiles(dir string) bool {
 	return len(names) > 0 || (err != nil && !errors.Is(err, io.EOF))
 }
 
-// ClaimTurn starts a turn that answers every user message of the chat
-// not yet answered, and every system message that woke the agent, and returns it with those messages. When none waits it
-// returns a nil turn. A message is claimed by exactly one turn, also when
-// several hosts share the database: the claim is one UPDATE of the
-// unclaimed rows, which a concurrent claim re-checks after it waits.
-func (s *Service) ClaimTurn(ctx context.Context, chatKey string) (*Turn, []Message, error) {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, nil, fmt.Errorf("claim turn: %w", err)
-	}
-	defer tx.Rollback()
-	t := &Turn{ChatKey: chatKey, Status: TurnRunning, StartedAt: time.Now().UTC().Truncate(time.Microsecond)}
-	if err := tx.QueryRowContext(ctx, `INSERT INTO chat_turns
-		(chat_key, status, error, iterations, requests, model_us, started_at, finished_at)
-		VALUES ($1, $2, '', 0, 0, 0, $3, 0) RETURNING id`, chatKey, t.Status, micros(t.StartedAt)).Scan(&t.ID); err != nil {
-		return nil, nil, fmt.Errorf("claim turn: %w", err)
-	}
-	rows, err := tx.QueryContext(ctx, `UPDATE chat_messages SET turn_id = $1
-		WHERE chat_key = $2 AND role IN ('user', 'system') AND turn_id IS NULL RETURNING `+messageColumns, t.ID, chatKey)
-	if err != nil {
-		return nil, nil, fmt.Errorf("claim turn: %w", err)
-	}
-	claimed, err := scanMessages(rows)
-	if err != nil {
-		return nil, nil, fmt.Errorf("claim turn: %w", err)
-	}
-	if len(claimed) == 0 {
-		return nil, nil, nil // the rollback drops the turn
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, nil, fmt.Errorf("claim turn: %w", err)
-	}
-	slices.SortFunc(claimed, func(a, b Message) int { return cmp.Compare(a.ID, b.ID) })
-	s.hub.publish(Event{Type: EventTurn, ChatKey: chatKey, Turn: t})
-	return t, claimed, nil
-}
-
-// FinishTurn records how t ended and broadcasts it.
-func (s *Service) FinishTurn(ctx context.Context, t *Turn) error {
-	t.FinishedAt = time.Now().UTC().Truncate(time.Microsecond)
-	_, err := s.w.ExecContext(ctx, `UPDATE chat_turns SET status = $1, error = $2, iterations = $3, requests = $4,
-		model_us = $5, finished_at = $6 WHERE id = $7`,
-		t.Status, t.Error, t.Iterations, t.Requests, t.ModelUS, micros(t.FinishedAt), t.ID)
-	if err != nil {
-		return fmt.Errorf("finish turn %d: %w", t.ID, err)
-	}
-	cp := *t
-	s.hub.publish(Event{Type: EventTurn, ChatKey: t.ChatKey, Turn: &cp})
-	return nil
-}
-
 // Turns returns the chat's turns, oldest first.
 func (s *Service) Turns(ctx context.Context, chatKey string) ([]Turn, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT id, chat_key, status, error, iterations, requests, model_us, started_at, finished_at
@@ -413,19 +371,6 @@ func scanTurns(rows *sql.Rows, chatKey string) ([]Turn, error) {
 		return nil, fmt.Errorf("turns of %s: %w", chatKey, err)
 	}
 	return out, nil
-}
-
-// InterruptStale marks the turns left running by a host that stopped
-// without finishing them. Their user messages stay answered-by-that-turn,
-// so they are not answered twice. Call it once at startup.
-func (s *Service) InterruptStale(ctx context.Context) (int64, error) {
-	res, err := s.w.ExecContext(ctx, `UPDATE chat_turns SET status = $1, error = $2, finished_at = $3 WHERE status = $4`,
-		TurnInterrupted, "the host stopped during the turn", micros(time.Now()), TurnRunning)
-	if err != nil {
-		return 0, fmt.Errorf("interrupt stale turns: %w", err)
-	}
-	n, _ := res.RowsAffected()
-	return n, nil
 }
 
 // WaitingChats returns the chats with messages waiting for a turn (user

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/nekro-go/nekro/internal/chat"
@@ -144,15 +145,23 @@ func TestClaimTurnExactlyOnce(t *testing.T) {
 				turn, ms, err := s.ClaimTurn(ctx, "c")
 				if err != nil {
 					errs <- err
-					return
+				}
+				if turn == nil {
+					return // nothing waited, or another claim's turn runs
 				}
 				mu.Lock()
-				defer mu.Unlock()
 				for _, m := range ms {
 					if prev, dup := claims[m.ID]; dup {
 						errs <- fmt.Errorf("message %d claimed by turns %d and %d", m.ID, prev, turn.ID)
 					}
 					claims[m.ID] = turn.ID
+				}
+				mu.Unlock()
+				// A chat runs one turn at a time: the next claim takes
+				// what waits once this turn ends.
+				turn.Status = chat.TurnDone
+				if err := s.FinishTurn(ctx, turn); err != nil {
+					errs <- err
 				}
 			})
 		}
@@ -164,7 +173,9 @@ func TestClaimTurnExactlyOnce(t *testing.T) {
 		// Whatever the race left waiting, one more claim takes.
 		if turn, ms, err := s.ClaimTurn(ctx, "c"); err != nil {
 			t.Fatal(err)
-		} else {
+		} else if turn != nil {
+			turn.Status = chat.TurnDone
+			s.FinishTurn(ctx, turn)
 			for _, m := range ms {
 				claims[m.ID] = turn.ID
 			}
@@ -199,17 +210,40 @@ func TestTurnsRunsResetAndRecovery(t *testing.T) {
 		if err := s.RecordRun(ctx, run); err != nil {
 			t.Fatal(err)
 		}
-		// A second turn is left running, as a crashed host leaves it.
-		s.AddMessage(ctx, userMsg("r", "again"))
-		stale, _, _ := s.ClaimTurn(ctx, "r")
 		turn.Status, turn.Iterations, turn.Requests, turn.ModelUS = chat.TurnDone, 1, 2, 1500
 		if err := s.FinishTurn(ctx, turn); err != nil {
 			t.Fatal(err)
 		}
+		// A second turn is left running, as a crashed host leaves it: its
+		// lease runs out, and a restarted host ends it and hands its
+		// message back.
+		s.SetLeaseTTL(100 * time.Millisecond)
+		again, _ := s.AddMessage(ctx, userMsg("r", "again"))
+		stale, _, _ := s.ClaimTurn(ctx, "r")
 
 		s2 := reopen()
-		if n, err := s2.InterruptStale(ctx); err != nil || n != 1 {
-			t.Fatalf("interrupted %d, %v", n, err)
+		if rec, err := s2.RecoverExpired(ctx); err != nil || len(rec) != 0 {
+			t.Fatalf("a live lease was recovered: %+v %v", rec, err)
+		}
+		var rec []chat.Recovered
+		for deadline := time.Now().Add(30 * time.Second); len(rec) == 0; time.Sleep(50 * time.Millisecond) {
+			var err error
+			if rec, err = s2.RecoverExpired(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the stale turn was never recovered")
+			}
+		}
+		if len(rec) != 1 || rec[0].Turn.ID != stale.ID || rec[0].Owner != s.Replica() || rec[0].Released != 1 {
+			t.Fatalf("recovered %+v, want turn %d of %s with 1 message", rec, stale.ID, s.Replica())
+		}
+		if h, _ := s2.History(ctx, "r", 0); len(h) != 3 || h[1].ID != again.ID || h[1].TurnID != 0 ||
+			h[2].Role != chat.System || h[2].TurnID != stale.ID || !strings.Contains(h[2].Text, "answered by the next turn") {
+			t.Fatalf("after recovery: %+v", h)
+		}
+		if _, err := s.EndTurn(ctx, stale, chat.TurnEnd{}); !errors.Is(err, chat.ErrTurnLost) {
+			t.Fatalf("the recovered turn's owner ended it: %v", err)
 		}
 		turns, err := s2.Turns(ctx, "r")
 		if err != nil || len(turns) != 2 {
@@ -233,10 +267,12 @@ func TestTurnsRunsResetAndRecovery(t *testing.T) {
 		}
 
 		s2.AddMessage(ctx, userMsg("w", "waiting"))
-		if keys, err := s2.WaitingChats(ctx); err != nil || !slices.Equal(keys, []string{"w"}) {
+		keys, err := s2.WaitingChats(ctx)
+		slices.Sort(keys)
+		if err != nil || !slices.Equal(keys, []string{"r", "w"}) { // r: the message handed back
 			t.Fatalf("waiting chats %v %v", keys, err)
 		}
-		if n, err := s2.Reset(ctx, "r"); err != nil || n != 2 {
+		if n, err := s2.Reset(ctx, "r"); err != nil || n != 3 {
 			t.Fatalf("reset deleted %d, %v", n, err)
 		}
 		if h, _ := s2.History(ctx, "r", 0); len(h) != 0 {

@@ -193,18 +193,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m, err := s.agent.Post(r.Context(), agent.Incoming{ChatKey: key, UserID: uid, UserName: req.UserName, Text: req.Text})
-	switch {
-	case errors.Is(err, agent.ErrDropped):
-		writeJSON(w, http.StatusOK, map[string]any{"message": nil, "dropped": err.Error()})
-		return
-	case errors.Is(err, agent.ErrClosed), s.agent.ModelError() != nil && errors.Is(err, s.agent.ModelError()):
-		writeError(w, http.StatusServiceUnavailable, "%v", err)
-		return
-	case err != nil:
-		writeError(w, http.StatusBadRequest, "%v", err)
-		return
-	}
-	writeJSON(w, http.StatusAccepted, map[string]any{"message": m})
+	s.answerPost(w, m, err)
 }
 
 // poster returns the user id a message posted to chatKey is from: the
@@ -222,7 +211,7 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.agent.Reset(r.Context(), key); err != nil {
-		writeError(w, http.StatusInternalServerError, "%v", err)
+		s.writeFailure(w, http.StatusInternalServerError, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"chat_key": key, "reset": true})
@@ -248,7 +237,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.agent.Exec(r.Context(), key, req.UserID, req.Code, sandbox.Limits{})
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "%v", err)
+		s.writeFailure(w, http.StatusBadRequest, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)

@@ -9,6 +9,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Health check bounds: a database that takes longer than dbProbeTimeout
@@ -30,15 +32,20 @@ type sandboxProbe struct {
 }
 
 // healthz answers GET /healthz, without a token: 200 {"status":"ok"}
-// when the database answers and sandboxes can start, else 503
+// when the database answers, the data directory can be written and has
+// room, and sandboxes can start, else 503
 // {"status":"unavailable","reason":...} naming what is wrong. The
 // reason never carries the data directory's paths (anyone may ask).
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	checks := map[string]string{"database": "ok", "sandbox": "ok"}
+	checks := map[string]string{"database": "ok", "storage": "ok", "sandbox": "ok"}
 	var reasons []error
 	if err := s.checkDatabase(r.Context()); err != nil {
 		checks["database"] = err.Error()
 		reasons = append(reasons, fmt.Errorf("database: %w", err))
+	}
+	if err := s.checkStorage(); err != nil {
+		checks["storage"] = err.Error()
+		reasons = append(reasons, fmt.Errorf("storage: %w", err))
 	}
 	if err := s.checkSandbox(r.Context()); err != nil {
 		checks["sandbox"] = err.Error()
@@ -95,4 +102,47 @@ func (s *Server) checkSandbox(ctx context.Context) error {
 	}
 	p.at, p.done = time.Now(), true
 	return p.err
+}
+
+// minFreeBytes is the free space the data directory must keep for
+// /healthz to say ok: below it writes (SQLite's WAL, uploads, sandbox
+// files) are about to fail with a full disk.
+const minFreeBytes = 16 << 20
+
+// checkStorage reports a data directory that is full (under minFreeBytes
+// or no free inode left), mounted read-only, or where a small file
+// cannot be written and removed. The answer names the problem, never the
+// directory, whose path goes to the log.
+func (s *Server) checkStorage() error {
+	root := s.rt.Layout().Root
+	var st unix.Statfs_t
+	if err := unix.Statfs(root, &st); err != nil {
+		s.log.Warn("health check: statfs of the data directory", "dir", root, "err", err)
+		return errors.New("the data directory cannot be examined (see the server's log)")
+	}
+	if st.Flags&unix.ST_RDONLY != 0 {
+		return errors.New("the data directory is on a read-only file system")
+	}
+	free := st.Bavail * uint64(st.Bsize)
+	if free < minFreeBytes {
+		return fmt.Errorf("the data directory's disk is full: %d KiB free, under the %d MiB nekro needs to keep working", free>>10, minFreeBytes>>20)
+	}
+	if st.Files > 0 && st.Ffree == 0 {
+		return errors.New("the data directory's disk has no free inode left: no file can be created")
+	}
+	f, err := os.CreateTemp(root, ".healthz-*")
+	if err == nil {
+		_, err = f.Write([]byte("ok\n"))
+		f.Close()
+		os.Remove(f.Name())
+	}
+	if err != nil {
+		s.log.Warn("health check: a file cannot be written in the data directory", "dir", root, "err", errors.Unwrap(err))
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("a file cannot be written in the data directory: %v", err)
+	}
+	return nil
 }

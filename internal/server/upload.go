@@ -173,7 +173,8 @@ func (s *Server) postMultipart(w http.ResponseWriter, r *http.Request, key strin
 
 // answerPost writes the answer to a posted message: 202 with the message,
 // 200 with "dropped" when a plugin's hook dropped it, 503 when no model or
-// a shutdown keeps it from an answer, 400 for what was wrong with it.
+// a shutdown keeps it from an answer, or the database cannot be reached,
+// 507 when the disk is full, 400 for what was wrong with it.
 func (s *Server) answerPost(w http.ResponseWriter, m chat.Message, err error) {
 	switch {
 	case errors.Is(err, agent.ErrDropped):
@@ -181,7 +182,7 @@ func (s *Server) answerPost(w http.ResponseWriter, m chat.Message, err error) {
 	case errors.Is(err, agent.ErrClosed), s.agent.ModelError() != nil && errors.Is(err, s.agent.ModelError()):
 		writeError(w, http.StatusServiceUnavailable, "%v", err)
 	case err != nil:
-		writeError(w, http.StatusBadRequest, "%v", err)
+		s.writeFailure(w, http.StatusBadRequest, err)
 	default:
 		writeJSON(w, http.StatusAccepted, map[string]any{"message": m})
 	}
