@@ -8,6 +8,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/nekro-go/nekro/internal/chat"
 )
 
 // chatState serializes a chat's turns.
@@ -201,9 +203,17 @@ func (a *Agent) claimAndRun(chatKey string, st *chatState) error {
 	claimTime := time.Since(start)
 	runs, end := a.runTurn(ctx, turn, claimed)
 	// A turn the host cut short, not the model (the replica is stopping,
-	// or lost its lease), hands its messages back for the next turn.
-	if a.base.Err() != nil || errors.Is(context.Cause(ctx), errLeaseLost) {
-		end.Retry = true
+	// or lost its lease), hands its messages back for the next turn, and
+	// the chat is told why rather than what the cancelled call said.
+	if turn.Status != chat.TurnDone {
+		switch {
+		case errors.Is(context.Cause(ctx), errLeaseLost):
+			turn.Status, turn.Error = chat.TurnInterrupted, "stopped: "+errLeaseLost.Error()
+			end = chat.TurnEnd{Note: "nekro: the turn was stopped: the database did not answer for too long.", Retry: true}
+		case a.base.Err() != nil:
+			turn.Status, turn.Error = chat.TurnInterrupted, "stopped: nekro is shutting down"
+			end = chat.TurnEnd{Note: "nekro: the turn was stopped: nekro is shutting down.", Retry: true}
+		}
 	}
 	// Record the end even when the turn's context is gone.
 	err = a.finish(turn, end)
