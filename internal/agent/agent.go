@@ -350,6 +350,9 @@ func (a *Agent) Exec(ctx context.Context, chatKey, userID, code string, limits s
 	if limits == (sandbox.Limits{}) {
 		limits = a.cfg.Limits
 	}
+	if _, err := a.chats.SyncUploads(ctx, chatKey); err != nil {
+		return nil, err
+	}
 	snd := a.chats.Sender(chatKey, 0)
 	res, err := a.plugins.Exec(ctx, runtime.ExecRequest{
 		ChatKey: chatKey, UserID: userID, Code: code, Limits: limits,

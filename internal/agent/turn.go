@@ -48,6 +48,13 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 		end.Note, end.Retry = "nekro: the turn could not finish: "+problem+".", true
 		return true
 	}
+	// Files other replicas stored for the chat, for its runs to read.
+	if _, err := a.chats.SyncUploads(ctx, chatKey); err != nil {
+		if !failStorage("fetch the chat's files", err) {
+			fail(chat.TurnFailed, "could not fetch the chat's files: %v", err)
+		}
+		return
+	}
 	history, err := a.chats.History(ctx, chatKey, a.cfg.MaxHistory)
 	if err != nil {
 		if !failStorage("read the history", err) {

@@ -90,3 +90,24 @@ func (h *hub) closeAll() {
 		}
 	}
 }
+
+// watched reports whether chatKey has subscribers in this process.
+func (h *hub) watched(chatKey string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs[chatKey]) > 0
+}
+
+// deliver gives e to the chat's subscribers only, not to the OnEvent
+// hooks: an event another replica announced (notify.go).
+func (h *hub) deliver(e Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs[e.ChatKey] {
+		select {
+		case ch <- e:
+		default:
+			h.dropLocked(e.ChatKey, ch)
+		}
+	}
+}

@@ -110,7 +110,7 @@ func (s *Service) ClaimTurn(ctx context.Context, chatKey string) (*Turn, []Messa
 		return nil, nil, fmt.Errorf("claim turn: %w", err)
 	}
 	slices.SortFunc(claimed, func(a, b Message) int { return cmp.Compare(a.ID, b.ID) })
-	s.hub.publish(Event{Type: EventTurn, ChatKey: chatKey, Turn: t})
+	s.publish(Event{Type: EventTurn, ChatKey: chatKey, Turn: t})
 	return t, claimed, nil
 }
 
@@ -166,10 +166,10 @@ func (s *Service) EndTurn(ctx context.Context, t *Turn, end TurnEnd) (released i
 	}
 	t.FinishedAt = finished
 	if note != nil {
-		s.hub.publish(Event{Type: EventMessage, ChatKey: note.ChatKey, Message: note})
+		s.publish(Event{Type: EventMessage, ChatKey: note.ChatKey, Message: note})
 	}
 	cp := *t
-	s.hub.publish(Event{Type: EventTurn, ChatKey: t.ChatKey, Turn: &cp})
+	s.publish(Event{Type: EventTurn, ChatKey: t.ChatKey, Turn: &cp})
 	return released, nil
 }
 
@@ -349,9 +349,9 @@ func (s *Service) recover(ctx context.Context, id int64) (Recovered, bool, error
 		return Recovered{}, false, fmt.Errorf("recover turn %d: %w", id, err)
 	}
 	if note != nil {
-		s.hub.publish(Event{Type: EventMessage, ChatKey: note.ChatKey, Message: note})
+		s.publish(Event{Type: EventMessage, ChatKey: note.ChatKey, Message: note})
 	}
 	cp := t
-	s.hub.publish(Event{Type: EventTurn, ChatKey: t.ChatKey, Turn: &cp})
+	s.publish(Event{Type: EventTurn, ChatKey: t.ChatKey, Turn: &cp})
 	return Recovered{Turn: t, Owner: owner, Released: released}, true, nil
 }

@@ -71,6 +71,24 @@ ALTER TABLE chat_messages ADD COLUMN claims INTEGER NOT NULL DEFAULT 0;
 UPDATE chat_messages SET claims = 1 WHERE role = 'user' AND turn_id IN (SELECT id FROM chat_turns WHERE status = 'running');
 CREATE UNIQUE INDEX chat_turns_running ON chat_turns (chat_key) WHERE status = 'running';
 `,
+}, {
+	Version: 4, Name: "attachments in the database, for replicas",
+	SQL: `
+CREATE TABLE chat_files (
+	chat_key   TEXT NOT NULL,
+	name       TEXT NOT NULL,
+	size       INTEGER NOT NULL,
+	created_at INTEGER NOT NULL,
+	PRIMARY KEY (chat_key, name)
+) STRICT;
+CREATE TABLE chat_file_chunks (
+	chat_key TEXT NOT NULL,
+	name     TEXT NOT NULL,
+	seq      INTEGER NOT NULL,
+	data     BLOB NOT NULL,
+	PRIMARY KEY (chat_key, name, seq)
+) STRICT;
+`,
 }}
 
 var postgresMigrations = []db.Migration{{
@@ -135,5 +153,23 @@ ALTER TABLE chat_turns ADD COLUMN lease_until bigint NOT NULL DEFAULT 0;
 ALTER TABLE chat_messages ADD COLUMN claims integer NOT NULL DEFAULT 0;
 UPDATE chat_messages SET claims = 1 WHERE role = 'user' AND turn_id IN (SELECT id FROM chat_turns WHERE status = 'running');
 CREATE UNIQUE INDEX chat_turns_running ON chat_turns (chat_key) WHERE status = 'running';
+`,
+}, {
+	Version: 4, Name: "attachments in the database, for replicas",
+	SQL: `
+CREATE TABLE chat_files (
+	chat_key   text NOT NULL,
+	name       text NOT NULL,
+	size       bigint NOT NULL,
+	created_at bigint NOT NULL,
+	PRIMARY KEY (chat_key, name)
+);
+CREATE TABLE chat_file_chunks (
+	chat_key text NOT NULL,
+	name     text NOT NULL,
+	seq      bigint NOT NULL,
+	data     bytea NOT NULL,
+	PRIMARY KEY (chat_key, name, seq)
+);
 `,
 }}

@@ -106,9 +106,19 @@ func (s *Service) saveAttachment(ctx context.Context, chatKey, name, kind string
 	var f *os.File
 	final := name
 	for i := 1; ; i++ {
-		f, err = root.OpenFile(final, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		if err == nil {
-			break
+		// On PostgreSQL the name is reserved across replicas first.
+		reserved, err := s.reserveName(ctx, chatKey, final)
+		if err != nil {
+			return Attachment{}, err
+		}
+		if reserved {
+			f, err = root.OpenFile(final, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+			if err == nil {
+				break
+			}
+			s.dropFile(context.WithoutCancel(ctx), chatKey, final)
+		} else {
+			err = fs.ErrExist
 		}
 		if !errors.Is(err, fs.ErrExist) || i > 1000 {
 			return Attachment{}, fmt.Errorf("attachment %s: %w", name, err)
@@ -125,8 +135,12 @@ func (s *Service) saveAttachment(ctx context.Context, chatKey, name, kind string
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = s.storeCopy(ctx, root, chatKey, final) // for the other replicas
+	}
 	if err != nil {
 		root.Remove(final)
+		s.dropFile(context.WithoutCancel(ctx), chatKey, final)
 		return Attachment{}, fmt.Errorf("attachment %s: %w", name, err)
 	}
 	return Attachment{Name: final, Kind: kind, Path: files.SandboxUploads + "/" + final, MIME: mime, Size: n}, nil

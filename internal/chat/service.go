@@ -44,6 +44,11 @@ type Service struct {
 	leaseTTL time.Duration
 	dbNow    string
 
+	// Events across replicas (notify.go), on PostgreSQL only.
+	notices    chan notice
+	stopNotify context.CancelFunc
+	notifyWG   sync.WaitGroup
+
 	wakeMu sync.Mutex
 	wake   func(chatKey string) // called after a waking system message is stored
 }
@@ -87,6 +92,7 @@ func Open(ctx context.Context, d Database, layout files.Layout, log *slog.Logger
 		s.dbNow = postgresNow
 		pg := stdlib.OpenDBFromPool(d.Postgres)
 		s.w, s.r, s.ownsDB = pg, pg, true
+		s.startNotify(d.Postgres)
 	default:
 		return nil, errors.New("chat: give exactly one database, SQLite or PostgreSQL")
 	}
@@ -103,6 +109,10 @@ func (s *Service) UseLayout(l files.Layout) { s.layout = l }
 // Close releases the service's own handles; the database itself stays
 // open for its other users.
 func (s *Service) Close() error {
+	if s.stopNotify != nil {
+		s.stopNotify()
+		s.notifyWG.Wait()
+	}
 	s.hub.closeAll()
 	if s.ownsDB {
 		return s.w.Close()
@@ -162,7 +172,7 @@ func (s *Service) AddMessage(ctx context.Context, m Message) (Message, error) {
 	if err != nil {
 		return Message{}, fmt.Errorf("add message: %w", err)
 	}
-	s.hub.publish(Event{Type: EventMessage, ChatKey: m.ChatKey, Message: &m})
+	s.publish(Event{Type: EventMessage, ChatKey: m.ChatKey, Message: &m})
 	return m, nil
 }
 
@@ -268,7 +278,7 @@ func (s *Service) Reset(ctx context.Context, chatKey string) (deleted int64, err
 		return 0, fmt.Errorf("reset %s: %w", chatKey, err)
 	}
 	n, _ := res.RowsAffected()
-	s.hub.publish(Event{Type: EventReset, ChatKey: chatKey})
+	s.publish(Event{Type: EventReset, ChatKey: chatKey})
 	return n, nil
 }
 
@@ -439,7 +449,7 @@ func (s *Service) RecordRun(ctx context.Context, r Run) error {
 	if err != nil {
 		return fmt.Errorf("record run %s: %w", r.RunID, err)
 	}
-	s.hub.publish(Event{Type: EventRun, ChatKey: r.ChatKey, Run: &r})
+	s.publish(Event{Type: EventRun, ChatKey: r.ChatKey, Run: &r})
 	return nil
 }
 

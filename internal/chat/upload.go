@@ -115,6 +115,9 @@ func (u *Upload) Discard() error {
 		if err := root.Remove(a.Name); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("remove upload %s: %w", a.Name, err))
 		}
+		if err := u.s.dropFile(context.Background(), u.chatKey, a.Name); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -60,6 +60,11 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%q is not a file name", name)
 		return
 	}
+	// A file another replica stored is copied here first.
+	if _, err := s.chats.SyncUploads(r.Context(), key); err != nil {
+		s.writeFailure(w, http.StatusInternalServerError, err)
+		return
+	}
 	// Ensure, not just the path: the directory may be a volume this
 	// process has not mounted yet.
 	if !s.rt.Layout().HasUploadsDir(key) {
