@@ -7,7 +7,10 @@ package app_test
 // left running, no two turns of one chat at once.
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"os"
@@ -275,4 +278,86 @@ func fill(t *testing.T, path string) {
 			}
 		}
 	}
+}
+
+// Two replicas on one PostgreSQL: a file posted through A is downloadable
+// through B and read by a run B makes; a file a run on B sends is
+// downloadable through A; B's event stream carries what A does.
+func TestFilesAndEventsAcrossReplicas(t *testing.T) {
+	u := kvtest.FreshSchema(t, kvtest.PostgresURL(t))
+	ma, mb := startModel(t), startModel(t)
+	a := testutil.Serve(t, testutil.DataDir(t), faultToken, append(ma.env(), "NEKRO_DATABASE_URL="+u)...)
+	b := testutil.Serve(t, testutil.DataDir(t), faultToken, append(mb.env(), "NEKRO_DATABASE_URL="+u)...)
+
+	// B's event stream of the chat.
+	req, _ := http.NewRequest("GET", "http://"+b.Addr+"/api/chats/share/events", nil)
+	req.Header.Set("Authorization", "Bearer "+faultToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("events on B: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	var streamMu sync.Mutex
+	var stream strings.Builder
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := resp.Body.Read(buf)
+			streamMu.Lock()
+			stream.Write(buf[:n])
+			streamMu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+
+	// A file posted through A.
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	mw.WriteField("user_id", "u1")
+	mw.WriteField("text", "a file through A")
+	fw, _ := mw.CreateFormFile("file", "notes.txt")
+	fw.Write([]byte("written on A"))
+	mw.Close()
+	preq, _ := http.NewRequest("POST", "http://"+a.Addr+"/api/chats/share/messages", &body)
+	preq.Header.Set("Authorization", "Bearer "+faultToken)
+	preq.Header.Set("Content-Type", mw.FormDataContentType())
+	presp, err := http.DefaultClient.Do(preq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var posted struct {
+		Message struct {
+			Attachments []struct {
+				Name string `json:"name"`
+			} `json:"attachments"`
+		} `json:"message"`
+	}
+	json.NewDecoder(presp.Body).Decode(&posted)
+	presp.Body.Close()
+	if presp.StatusCode != http.StatusAccepted || len(posted.Message.Attachments) != 1 {
+		t.Fatalf("post with a file through A: %d %+v", presp.StatusCode, posted)
+	}
+	name := posted.Message.Attachments[0].Name
+	if st, got := b.API("GET", "/api/chats/share/uploads/"+name, nil); st != http.StatusOK || got != "written on A" {
+		t.Fatalf("download through B: %d %q", st, got)
+	}
+	st, res := b.API("POST", "/api/chats/share/exec", map[string]string{"code": `
+print(open("/app/uploads/` + name + `").read())
+open("/app/shared/from_b.txt", "w").write("written on B")
+send_msg_file(_ck, "/app/shared/from_b.txt")`})
+	if st != http.StatusOK || !strings.Contains(res, "written on A") {
+		t.Fatalf("a run on B reading A's file: %d %s", st, res)
+	}
+	if st, got := a.API("GET", "/api/chats/share/uploads/from_b.txt", nil); st != http.StatusOK || got != "written on B" {
+		t.Fatalf("download through A of the file a run on B sent: %d %q", st, got)
+	}
+	waitFor(t, 30*time.Second, "A's message and turn on B's event stream", func() (bool, string) {
+		streamMu.Lock()
+		defer streamMu.Unlock()
+		s := stream.String()
+		return strings.Contains(s, "a file through A") && strings.Contains(s, "event: turn"), s
+	})
+	waitSettled(t, 60*time.Second, postgresAuditor(t, u))
 }
