@@ -51,6 +51,13 @@ func (a *Agent) recoverExpired(ctx context.Context) error {
 	for _, r := range rec {
 		a.log.Warn("took over a turn whose replica stopped renewing its lease", "chat", r.Turn.ChatKey, "turn", r.Turn.ID,
 			"owner", r.Owner, "handed_back", r.Released)
+		if r.Owner == a.chats.Replica() { // ours, still going here: stop it
+			a.mu.Lock()
+			if lt := a.live[r.Turn.ID]; lt != nil {
+				lt.cancel(errLeaseLost)
+			}
+			a.mu.Unlock()
+		}
 	}
 	return err
 }
