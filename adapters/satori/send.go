@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"mime"
 	"strings"
 
 	"github.com/nekro-go/nekro/adapter"
@@ -95,11 +96,7 @@ func render(m adapter.Outgoing) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("file %s: %w", f.Name, err)
 		}
-		mt := f.MIME
-		if mt == "" {
-			mt = "application/octet-stream"
-		}
-		src := "data:" + mt + ";base64," + base64.StdEncoding.EncodeToString(data)
+		src := "data:" + dataMediaType(f.MIME) + ";base64," + base64.StdEncoding.EncodeToString(data)
 		name := "file"
 		if f.Kind == "image" {
 			name = "img"
@@ -107,4 +104,17 @@ func render(m adapter.Outgoing) (string, error) {
 		b.WriteString(selfClosing(name, "src", src, "title", f.Name))
 	}
 	return b.String(), nil
+}
+
+// dataMediaType writes a MIME type as a data: URL's media type (RFC
+// 2397), which has no spaces: "text/plain;charset=utf-8".
+func dataMediaType(m string) string {
+	mt, params, err := mime.ParseMediaType(m)
+	if err != nil || mt == "" {
+		return "application/octet-stream"
+	}
+	if cs := params["charset"]; cs != "" && !strings.ContainsAny(cs, ";,\" \t") {
+		mt += ";charset=" + cs
+	}
+	return mt
 }
