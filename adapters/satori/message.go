@@ -21,7 +21,7 @@ func (a *Adapter) handleEvents(ctx context.Context, h adapter.Host, events <-cha
 		case <-ctx.Done():
 			return
 		case e := <-events:
-			m, ok := a.toMessage(h, e)
+			m, ok := a.toMessage(e)
 			if !ok {
 				continue
 			}
@@ -68,7 +68,7 @@ func splitChatKey(key string) (platform string, private bool, channel string, ok
 // toMessage turns a message-created event into a chat message; ok is
 // false for one the bot does not read (its own, of a platform not
 // allowed, or not a message).
-func (a *Adapter) toMessage(h adapter.Host, e event) (adapter.Message, bool) {
+func (a *Adapter) toMessage(e event) (adapter.Message, bool) {
 	platform, self := e.platform(), e.selfID()
 	if e.Message == nil || e.Channel == nil || e.Channel.ID == "" || platform == "" || !a.platformAllowed(platform) {
 		return adapter.Message{}, false
