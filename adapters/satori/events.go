@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -86,11 +87,15 @@ type readyBody struct {
 
 // event is an EVENT's body.
 type event struct {
-	SN       int64     `json:"sn"`
-	Type     string    `json:"type"`
-	Login    loginBody `json:"login"`
-	Platform string    `json:"platform"` // servers before the Login field
-	SelfID   string    `json:"self_id"`  // servers before the Login field
+	SN int64 `json:"sn"`
+	// ID is what servers before the sn field (late 2024) numbered events
+	// with; kept raw, so a server that someday sends a string id there
+	// is not refused.
+	ID       json.RawMessage `json:"id"`
+	Type     string          `json:"type"`
+	Login    loginBody       `json:"login"`
+	Platform string          `json:"platform"` // servers before the Login field
+	SelfID   string          `json:"self_id"`  // servers before the Login field
 	Channel  *struct {
 		ID   string `json:"id"`
 		Type *int   `json:"type"`
@@ -114,6 +119,15 @@ type message struct {
 	Content string   `json:"content"`
 	User    *user    `json:"user"`
 	Quote   *message `json:"quote"`
+}
+
+// seq is the event's sequence number: sn, or the older id.
+func (e event) seq() int64 {
+	if e.SN != 0 {
+		return e.SN
+	}
+	n, _ := strconv.ParseInt(string(e.ID), 10, 64)
+	return n
 }
 
 func (e event) platform() string {
@@ -160,6 +174,7 @@ func (a *Adapter) dial(ctx context.Context, sn int64) (*websocket.Conn, *dropped
 	}
 	if sn > 0 {
 		body["sn"] = sn
+		body["sequence"] = sn // what servers before the sn field (late 2024) read
 	}
 	if err := writeSignal(dctx, ws, opIdentify, body); err != nil {
 		ws.CloseNow()
@@ -350,8 +365,8 @@ func (a *Adapter) takeLogin(h adapter.Host, lb loginBody, now time.Time) *login 
 func (a *Adapter) noteEvent(h adapter.Host, e event) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if e.SN != 0 && !strings.HasPrefix(e.Type, "login-") {
-		a.sn = e.SN // not a maximum: a restarted server counts anew
+	if sn := e.seq(); sn != 0 && !strings.HasPrefix(e.Type, "login-") {
+		a.sn = sn // not a maximum: a restarted server counts anew
 	}
 	switch e.Type {
 	case "login-added", "login-updated":

@@ -133,3 +133,27 @@ func TestPlatformAllowList(t *testing.T) {
 		t.Error("a platform that breaks chat keys was accepted")
 	}
 }
+
+// The sequence number is sn, or id on servers from before sn; login
+// events do not count (they take no part in a resumption).
+func TestSequence(t *testing.T) {
+	a := newTestAdapter(t, Config{})
+	for _, c := range []struct {
+		event string
+		want  int64
+	}{
+		{`{"sn":5,"type":"message-created"}`, 5},
+		{`{"id":6,"type":"message-created"}`, 6},
+		{`{"sn":9,"type":"login-updated","login":{"platform":"qq","status":1,"user":{"id":"Q"}}}`, 6},
+		{`{"id":"abc","type":"message-created"}`, 6},
+		{`{"sn":2,"type":"message-deleted"}`, 2},
+	} {
+		a.noteEvent(quietHost{}, ev(t, c.event))
+		if got := a.lastSN(); got != c.want {
+			t.Errorf("after %s: sn %d, want %d", c.event, got, c.want)
+		}
+	}
+	if st := a.Status(); !st[2].Connected || st[2].Name != "satori:qq" {
+		t.Errorf("login-updated should bring qq online: %+v", st)
+	}
+}
