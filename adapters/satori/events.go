@@ -165,6 +165,10 @@ func (a *Adapter) dial(ctx context.Context, sn int64) (*websocket.Conn, *dropped
 			return nil, &dropped{err: fmt.Errorf("%w (HTTP %d at the WebSocket upgrade of %s): %s", errRefused, resp.StatusCode,
 				eventsURL(a.base, true), tokenFix), refused: true}
 		}
+		if resp != nil && resp.StatusCode == http.StatusNotFound {
+			return nil, &dropped{err: fmt.Errorf("no event stream at %s (HTTP 404): check --satori-url, the base before /v1 "+
+				"(Koishi's server-satori plugin: http://HOST:5140/satori)", eventsURL(a.base, true))}
+		}
 		return nil, &dropped{err: fmt.Errorf("dial %s: %w", eventsURL(a.base, true), err)}
 	}
 	ws.SetReadLimit(maxFrame)
@@ -193,6 +197,9 @@ func (a *Adapter) awaitReady(ctx context.Context, ws *websocket.Conn) (readyBody
 	for {
 		s, err := readSignal(rctx, ws)
 		if err != nil {
+			if ctx.Err() == nil && rctx.Err() != nil {
+				return readyBody{}, &dropped{err: fmt.Errorf("no READY within %s of IDENTIFY: is %s a Satori server's event stream?", readyTimeout, eventsURL(a.base, true))}
+			}
 			return readyBody{}, closed(err, false)
 		}
 		if s.Op != opReady {

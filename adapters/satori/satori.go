@@ -97,7 +97,7 @@ type Config struct {
 func configure(fs *flag.FlagSet) func() (adapter.Adapter, error) {
 	var c Config
 	fs.StringVar(&c.URL, "satori-url", os.Getenv("NEKRO_SATORI_URL"), "the Satori server's base URL, before /v1 (e.g. http://127.0.0.1:5140/satori for Koishi); enables the Satori adapter (env NEKRO_SATORI_URL)")
-	adapter.SecretString(fs, &c.Token, "satori-token", "NEKRO_SATORI_TOKEN", "the Satori server's token, if it is set one")
+	adapter.SecretString(fs, &c.Token, "satori-token", "NEKRO_SATORI_TOKEN", "the Satori server's token, if it has one")
 	listFlag(fs, &c.Platforms, "satori-platforms", "NEKRO_SATORI_PLATFORMS", "Satori platforms (login platform names, e.g. discord,qq) read and answered, comma-separated; empty: all")
 	listFlag(fs, &c.BotNames, "satori-bot-names", "NEKRO_SATORI_BOT_NAMES", "the bot's names, comma-separated: a group message naming one is answered")
 	fs.Float64Var(&c.ReplyProbability, "satori-reply-probability", envFloat("NEKRO_SATORI_REPLY_PROBABILITY"), "chance (0-1) of answering a group message not addressed to the bot (env NEKRO_SATORI_REPLY_PROBABILITY)")
@@ -280,7 +280,7 @@ func (a *Adapter) Status() []adapter.Status {
 	for _, k := range keys {
 		l := a.logins[k]
 		out = append(out, adapter.Status{Name: Platform + ":" + l.platform, Mode: "login", Connected: a.conn.Connected && l.online,
-			SelfID: l.selfID, Since: l.since, LastError: a.conn.LastError, Remote: a.base, Received: l.received, Sent: l.sent})
+			SelfID: l.selfID, Since: l.since, LastError: a.conn.LastError, Remote: redact(a.base), Received: l.received, Sent: l.sent})
 	}
 	return out
 }

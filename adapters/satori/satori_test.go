@@ -558,7 +558,7 @@ func TestEventStream(t *testing.T) {
 }
 
 // nekro doctor does the event stream's handshake and asks the API for
-// each login.
+// each login; a wrong token or path is named with its fix.
 func TestDoctor(t *testing.T) {
 	s := newSim(t)
 	t.Setenv("NEKRO_SATORI_URL", s.srv.URL)
@@ -572,6 +572,11 @@ func TestDoctor(t *testing.T) {
 	r = testutil.RunNekro(t, nil, "doctor", "--data", testutil.DataDir(t))
 	if !strings.Contains(r.Stdout, "warn satori: ") || !strings.Contains(r.Stdout, "close code 4004") || !strings.Contains(r.Stdout, "--satori-token") {
 		t.Fatalf("doctor with a wrong token:\n%s\n%s", r.Stdout, r.Stderr)
+	}
+	t.Setenv("NEKRO_SATORI_URL", s.srv.URL+"/koishi")
+	r = testutil.RunNekro(t, nil, "doctor", "--data", testutil.DataDir(t))
+	if !strings.Contains(r.Stdout, "warn satori: no event stream at ws://") || !strings.Contains(r.Stdout, "--satori-url") {
+		t.Fatalf("doctor with a wrong path:\n%s\n%s", r.Stdout, r.Stderr)
 	}
 }
 
