@@ -244,6 +244,7 @@ func (a *Adapter) Run(ctx context.Context, h adapter.Host) error {
 		case <-time.After(wait):
 		}
 	}
+	h.Log().Info("Satori event stream closed: nekro is stopping", "server", redact(a.base))
 	return nil
 }
 

@@ -547,7 +547,7 @@ func TestEventStream(t *testing.T) {
 
 	srv.Stop()
 	out := srv.Logs.String()
-	for _, want := range []string{"Satori event stream connected", "Satori event stream dropped"} {
+	for _, want := range []string{"Satori event stream connected", "Satori event stream dropped", "Satori event stream closed"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the log lacks %q:\n%s", want, out)
 		}
