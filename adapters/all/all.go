@@ -5,6 +5,7 @@ package all
 import (
 	_ "github.com/nekro-go/nekro/adapters/discord"
 	_ "github.com/nekro-go/nekro/adapters/onebot"
+	_ "github.com/nekro-go/nekro/adapters/qqbot"
 	_ "github.com/nekro-go/nekro/adapters/satori"
 	_ "github.com/nekro-go/nekro/adapters/telegram"
 )
