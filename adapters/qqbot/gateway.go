@@ -98,7 +98,7 @@ func (a *Adapter) connect(ctx context.Context, h adapter.Host, events chan<- eve
 
 	cctx, drop := context.WithCancelCause(ctx)
 	defer drop(nil)
-	c := &gwConn{a: a, h: h, ws: ws, ctx: cctx}
+	c := &gwConn{a: a, h: h, ws: ws, ctx: cctx, token: tok}
 
 	hello, err := c.read(helloTimeout)
 	if err != nil {
@@ -214,6 +214,7 @@ type gwConn struct {
 	h     adapter.Host
 	ws    *websocket.Conn
 	ctx   context.Context // cancelled, with a cause, to drop the connection
+	token string          // the access token it identified or resumed with
 	acked atomic.Bool
 }
 
@@ -287,6 +288,9 @@ func (c *gwConn) ended(err error, ready bool) dropped {
 	code := websocket.CloseStatus(err)
 	if why, ok := refusedCodes[code]; ok {
 		c.a.forgetSession()
+		if code == 4004 {
+			c.a.tokens.forget(c.token) // the next attempt asks for a new one
+		}
 		return dropped{err: errors.New("QQ bot gateway: " + why), refused: true}
 	}
 	if newSessionCodes[code] || (code >= 4900 && code <= 4913) {

@@ -525,7 +525,7 @@ send_msg_text(_ck, "second")`,
 // reply (msg_id, msg_seq counting up); a group @-message is answered; an
 // image comes in and goes out (upload, then msg_type 7); after the
 // connection drops the session is resumed and the events sent meanwhile
-// replayed; tokens living 12 s are renewed before they expire, so no
+// replayed, and resumed again when the gateway asks (op 7); tokens living 12 s are renewed before they expire, so no
 // call is ever refused; an API user cannot take a qqbot- chat.
 func TestGateway(t *testing.T) {
 	img := pngBytes(t)
@@ -630,6 +630,18 @@ func TestGateway(t *testing.T) {
 	}
 	if r := resumes[0]; r["session_id"] != "session-1" || r["seq"] != float64(lastSeq) || !strings.HasPrefix(fmt.Sprint(r["token"]), "QQBot sim-access-token-") {
 		t.Fatalf("RESUME %v, want session-1, seq %d and a QQBot token", r, lastSeq)
+	}
+
+	// The gateway asks for a reconnection (op 7): nekro resumes again.
+	s.mu.Lock()
+	c := s.conn
+	s.mu.Unlock()
+	b, _ := json.Marshal(map[string]any{"op": 7})
+	c.Write(context.Background(), websocket.MessageText, b)
+	waitFor(t, "a RESUME after op 7", logs, func() bool { return s.count(func() int { return len(s.resumes) }) >= 2 })
+	waitFor(t, "RESUMED", logs, func() bool { return s.count(func() int { return s.connects }) >= 3 })
+	if n := s.count(func() int { return s.identifies }); n != 1 {
+		t.Fatalf("%d IDENTIFYs after op 7, want the session resumed", n)
 	}
 
 	// Tokens live 12 s: by the third one nekro has renewed twice, before

@@ -108,13 +108,13 @@ func (c *rest) do(ctx context.Context, method, path string, in, out any) error {
 	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		ae := &apiError{Route: route, Status: resp.StatusCode}
 		json.Unmarshal(b, ae)
-		return ae
+		return c.refused(tok, ae)
 	}
 	// Some refusals come as HTTP 200 with a code.
 	var ae apiError
 	if json.Unmarshal(b, &ae) == nil && ae.Code != 0 && ae.Message != "" {
 		ae.Route, ae.Status = route, resp.StatusCode
-		return &ae
+		return c.refused(tok, &ae)
 	}
 	if out == nil || len(b) == 0 {
 		return nil
@@ -123,6 +123,14 @@ func (c *rest) do(ctx context.Context, method, path string, in, out any) error {
 		return fmt.Errorf("QQ bot %s: an answer that is not the documented JSON: %w", route, err)
 	}
 	return nil
+}
+
+// refused forgets the token an error says the platform refused.
+func (c *rest) refused(tok string, ae *apiError) error {
+	if errors.Is(ae, errRefused) {
+		c.tokens.forget(tok)
+	}
+	return ae
 }
 
 // gateway is GET /gateway's url: where to dial the WebSocket.

@@ -81,6 +81,16 @@ func (ts *tokenSource) get(ctx context.Context) (string, error) {
 	return t.value, nil
 }
 
+// forget drops tok, which the platform refused, so the next call asks
+// for a new token instead of trusting its expiry.
+func (ts *tokenSource) forget(tok string) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.cur.value == tok {
+		ts.cur = token{}
+	}
+}
+
 // fresh is the current token when it is not yet due for renewal.
 func (ts *tokenSource) fresh() (token, bool) {
 	ts.mu.Lock()
