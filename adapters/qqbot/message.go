@@ -52,11 +52,16 @@ type reply struct {
 // handleEvents stores messages in the order the gateway sent them,
 // across connections, until ctx ends.
 func (a *Adapter) handleEvents(ctx context.Context, h adapter.Host, events <-chan event) {
+	seen := recent{ids: map[string]bool{}}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case e := <-events:
+			if !seen.add(e.m.ID) {
+				h.Log().Info("QQ bot: a message delivered twice was stored once", "id", e.m.ID)
+				continue
+			}
 			m, ok := a.toMessage(e)
 			if !ok {
 				h.Log().Warn("QQ bot: a message event without its sender or group was ignored", "type", e.kind, "id", e.m.ID)
@@ -70,6 +75,33 @@ func (a *Adapter) handleEvents(ctx context.Context, h adapter.Host, events <-cha
 			a.setStatus(func(s *adapter.Status) { s.Received++ })
 		}
 	}
+}
+
+// recent remembers the last message ids handled: the platform may
+// deliver a message twice (its documentation warns of it), and a second
+// copy must not start a second turn.
+type recent struct {
+	ids   map[string]bool
+	order []string
+}
+
+const recentIDs = 1024
+
+// add says whether id is new, and remembers it.
+func (r *recent) add(id string) bool {
+	if id == "" {
+		return true
+	}
+	if r.ids[id] {
+		return false
+	}
+	r.ids[id] = true
+	r.order = append(r.order, id)
+	if len(r.order) > recentIDs {
+		delete(r.ids, r.order[0])
+		r.order = r.order[1:]
+	}
+	return true
 }
 
 // remember makes e's message the one the chat's next replies answer.

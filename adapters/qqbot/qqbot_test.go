@@ -21,6 +21,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -419,20 +420,18 @@ func (s *sim) drop() {
 	}
 }
 
-var msgN int
+var msgN atomic.Int64
 
 // c2c is a C2C_MESSAGE_CREATE's data.
 func c2c(content string) map[string]any {
-	msgN++
-	return map[string]any{"id": fmt.Sprintf("ROBOT1.0_c2c.%d", msgN), "author": map[string]any{"user_openid": aliceOpenID},
+	return map[string]any{"id": fmt.Sprintf("ROBOT1.0_c2c.%d", msgN.Add(1)), "author": map[string]any{"user_openid": aliceOpenID},
 		"content": content, "timestamp": time.Now().Format(time.RFC3339)}
 }
 
 // groupAt is a GROUP_AT_MESSAGE_CREATE's data: the mention itself is
 // not in the content, which starts with a space.
 func groupAt(content string) map[string]any {
-	msgN++
-	return map[string]any{"id": fmt.Sprintf("ROBOT1.0_grp.%d", msgN), "author": map[string]any{"member_openid": memberID},
+	return map[string]any{"id": fmt.Sprintf("ROBOT1.0_grp.%d", msgN.Add(1)), "author": map[string]any{"member_openid": memberID},
 		"content": " " + content, "group_openid": groupOpenID, "timestamp": time.Now().Format(time.RFC3339)}
 }
 
@@ -551,12 +550,21 @@ func TestGateway(t *testing.T) {
 		t.Fatalf("C2C answer: %+v", p)
 	}
 
+	// The platform may deliver a message twice, here after it was
+	// answered: it is stored and answered once (the next message sent
+	// answers the next message).
+	s.dispatch("C2C_MESSAGE_CREATE", msg)
+
 	// Two messages answering one: msg_seq 1 and 2 with the same msg_id.
 	msg = c2c("say it twice")
 	s.dispatch("C2C_MESSAGE_CREATE", msg)
 	p1, p2 := s.next(t, &n, logs), s.next(t, &n, logs)
 	if p1.Content != "first" || p2.Content != "second" || p1.MsgID != msg["id"] || p2.MsgID != msg["id"] || p1.MsgSeq != 1 || p2.MsgSeq != 2 {
 		t.Fatalf("two replies to one message: %+v, %+v", p1, p2)
+	}
+	_, hist := srv.API("GET", "/api/chats/qqbot-private_"+aliceOpenID+"/messages", nil)
+	if c := strings.Count(hist, "ping one"); c != 1 {
+		t.Fatalf("a message delivered twice is stored %d times:\n%s", c, hist)
 	}
 
 	// A group @-message: answered in the group, from its member.
@@ -566,7 +574,7 @@ func TestGateway(t *testing.T) {
 	if p.Path != "/v2/groups/"+groupOpenID+"/messages" || p.Content != "pong group" || p.MsgID != msg["id"] || p.MsgSeq != 1 {
 		t.Fatalf("group answer: %+v", p)
 	}
-	_, hist := srv.API("GET", "/api/chats/qqbot-group_"+groupOpenID+"/messages", nil)
+	_, hist = srv.API("GET", "/api/chats/qqbot-group_"+groupOpenID+"/messages", nil)
 	if !strings.Contains(hist, "hello there") || !strings.Contains(hist, `"sender_id": "qqbot:`+memberID+`"`) {
 		t.Fatalf("group history:\n%s", hist)
 	}

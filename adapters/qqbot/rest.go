@@ -38,9 +38,8 @@ type apiError struct {
 // Codes of the OpenAPI's errors that mean something to nekro.
 const (
 	codeReplyExpired   = 304027 // the message replied to is too old
-	codeReplyNotAt     = 304028
-	codeBadMsgID       = 304026
 	codeRateLimited    = 22009
+	codeURLNotAllowed  = 304003
 	codeTokenNotPassed = 11243
 	codeTokenFailed    = 11244
 )
@@ -53,6 +52,8 @@ func (e *apiError) Error() string {
 	switch e.Code {
 	case codeReplyExpired:
 		msg += " (the platform's reply window for the user's message closed)"
+	case codeURLNotAllowed:
+		msg += " (the text holds a URL whose domain is not configured for the bot: the platform's 开发设置, 消息URL配置)"
 	case codeRateLimited:
 		msg += " (too many messages: the platform allows 5 replies to one message)"
 	}
