@@ -1,8 +1,10 @@
 package qqbot
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +31,16 @@ func TestReplyWindow(t *testing.T) {
 	}
 	if st := a.Status()[0]; !strings.Contains(st.LastError, "qqbot-group_G") || !strings.Contains(st.LastError, "reply window") {
 		t.Fatalf("status after a late reply: %+v", st)
+	}
+	var logged bytes.Buffer
+	a.log = slog.New(slog.NewTextHandler(&logged, nil))
+	for range 3 { // the delivery queue's attempts: logged once
+		if err := a.Send(context.Background(), adapter.Outgoing{ChatKey: "qqbot-group_G", Text: "too late"}); !errors.Is(err, errLate) {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(logged.String(), "level=ERROR"); n != 1 {
+		t.Fatalf("a late reply retried is logged %d times:\n%s", n, logged.String())
 	}
 	if err := a.Send(context.Background(), adapter.Outgoing{ChatKey: "qqbot-private_nobody", Text: "hi"}); !errors.Is(err, errLate) {
 		t.Fatalf("a message to a chat nobody wrote in: %v", err)

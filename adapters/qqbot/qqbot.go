@@ -133,6 +133,8 @@ type Adapter struct {
 	reported string            // the refusal last logged as an error, so it is logged once
 	replies  map[string]*reply // chat key -> the message replies answer
 	log      *slog.Logger      // Run's host's, for what Send reports
+	// lateLogged holds the user messages whose late replies were logged.
+	lateLogged recent
 }
 
 // session is what a RESUME needs: READY's session id and the sequence
@@ -166,7 +168,7 @@ func New(c Config) (*Adapter, error) {
 		}
 	}
 	ts := newTokenSource(c.TokenURL, c.AppID, c.Secret)
-	a := &Adapter{cfg: c, tokens: ts, api: newREST(c.APIURL, ts), replies: map[string]*reply{},
+	a := &Adapter{cfg: c, tokens: ts, api: newREST(c.APIURL, ts), replies: map[string]*reply{}, lateLogged: recent{ids: map[string]bool{}},
 		status: adapter.Status{Name: Platform, Mode: "gateway", Remote: "GET " + strings.TrimSuffix(redact(c.APIURL), "/") + "/gateway"}}
 	return a, nil
 }

@@ -138,8 +138,15 @@ func (a *Adapter) late(chatKey string, err error) error {
 	a.mu.Lock()
 	log := a.log
 	a.status.LastError = err.Error()
+	// Logged once per user message: nekro's delivery queue retries it,
+	// and the chat's other messages of the turn are as late.
+	key := chatKey
+	if r := a.replies[chatKey]; r != nil {
+		key += " " + r.msgID
+	}
+	first := log != nil && a.lateLogged.add(key)
 	a.mu.Unlock()
-	if log != nil {
+	if first {
 		log.Error("QQ bot: a message was not sent: the platform takes only replies to a user's message within its reply window", "chat", chatKey, "err", err)
 	}
 	return err
