@@ -23,7 +23,7 @@ func doctorPlatforms(ctx context.Context, out io.Writer) error {
 		return fmt.Errorf("chat platforms: %w", err)
 	}
 	if len(adapters) == 0 {
-		fmt.Fprintln(out, "ok   chat platforms: none configured (NEKRO_ONEBOT_TOKEN for QQ through OneBot v11, NEKRO_TELEGRAM_TOKEN, NEKRO_DISCORD_TOKEN, NEKRO_SATORI_URL)")
+		fmt.Fprintln(out, "ok   chat platforms: none configured (NEKRO_ONEBOT_TOKEN for QQ through OneBot v11, NEKRO_QQBOT_APP_ID for QQ's official bot, NEKRO_TELEGRAM_TOKEN, NEKRO_DISCORD_TOKEN, NEKRO_SATORI_URL)")
 		return nil
 	}
 	for _, a := range adapters {
