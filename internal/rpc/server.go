@@ -509,11 +509,11 @@ func (s *Server) call(req request) (json.RawMessage, *pluginhost.MethodInfo, *rp
 		if s.ctx.Err() != nil {
 			return nil, m, &rpcError{"run_ended", fmt.Sprintf("%s(): the run ended before the method answered", req.Method)}
 		}
-		s.cfg.Log.Warn("plugin method overran its deadline", "plugin", m.Plugin().Key(), "method", m.Name, "timeout", timeout)
+		s.cfg.Log.Warn("plugin method overran its deadline", "run", env.RunID, "plugin", m.Plugin().Key(), "method", m.Name, "timeout", timeout)
 		return nil, m, &rpcError{"timeout", fmt.Sprintf("%s(): the method did not answer within %s", req.Method, timeout)}
 	}
 	if o.panic != nil {
-		s.cfg.Log.Error("plugin method panicked", "plugin", m.Plugin().Key(), "method", m.Name, "panic", o.panic, "stack", string(o.stack))
+		s.cfg.Log.Error("plugin method panicked", "run", env.RunID, "plugin", m.Plugin().Key(), "method", m.Name, "panic", o.panic, "stack", string(o.stack))
 		return nil, m, &rpcError{"panic", fmt.Sprintf("%s(): the plugin method failed with an internal error (panic: %v)", req.Method, o.panic)}
 	}
 	if o.err != nil {

@@ -256,9 +256,11 @@ const spareDelay = 5 * time.Millisecond
 // call: time for the caller to print the result and exit by itself.
 const agentGrace = 100 * time.Millisecond
 
-// release binds the run's identity to its RPC
-// server and hands the sandbox the code.
+// release names the run (its id carries the time it starts, not the
+// time its sandbox was made), binds the run's identity to its RPC server
+// and hands the sandbox the code.
 func (rt *Runtime) release(ctx context.Context, pr *preparedRun, req ExecRequest) error {
+	pr.id = newRunID()
 	env := &pluginhost.RunEnv{RunInfo: plugin.RunInfo{
 		RunID: pr.id, ChatKey: req.ChatKey, UserID: req.UserID, ContainerKey: pr.containerKey,
 	}}
@@ -328,10 +330,20 @@ func (r runMethods) Method(name string) (*pluginhost.MethodInfo, error) {
 	return nil, fmt.Errorf("method %q is not enabled for this run", name)
 }
 
+// newRunID names a run: the UTC second it starts, then 64 random bits
+// that keep ids unique.
 func newRunID() string {
 	var b [8]byte
 	rand.Read(b[:])
 	return time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// newSandboxID names a sandbox while it waits for a run (its run
+// directory, its logs): random, no time, since its run may come later.
+func newSandboxID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return "sb-" + hex.EncodeToString(b[:])
 }
 
 // ImportUpload copies the host file src into the chat's uploads, where the

@@ -18,8 +18,13 @@ import (
 
 // preparedRun is a sandbox started for a chat, with its run directory and
 // RPC server, waiting for code. Nothing of the AI's has run in it.
+//
+// sandbox names the sandbox from its start (its run directory, logs);
+// id is the run's id, given when code is released into it (release), so
+// a run in a warm spare made minutes earlier is named by its own time.
 type preparedRun struct {
-	id, dir      string
+	sandbox, dir string
+	id           string
 	chatKey      string
 	containerKey string
 	limits       sandbox.Limits
@@ -62,7 +67,7 @@ func (rt *Runtime) prepare(ctx context.Context, chatKey string, limits sandbox.L
 	if err := rt.trustPackageLayer(chatKey, shared); err != nil {
 		return nil, err
 	}
-	pr := &preparedRun{id: newRunID(), chatKey: chatKey, containerKey: containerKey, limits: limits,
+	pr := &preparedRun{sandbox: newSandboxID(), chatKey: chatKey, containerKey: containerKey, limits: limits,
 		methods: methods}
 	apiCaller, err := rt.apiCaller(pr.methods)
 	if err != nil {
@@ -79,7 +84,7 @@ func (rt *Runtime) prepare(ctx context.Context, chatKey string, limits sandbox.L
 	cfg := rpc.Config{
 		Methods:     runMethods{rt: rt, pr: pr},
 		CallTimeout: rt.cfg.CallTimeout,
-		Log:         rt.log.With("run", pr.id, "chat", chatKey),
+		Log:         rt.log.With("sandbox", pr.sandbox, "chat", chatKey),
 		DiskFullHint: fmt.Sprintf("a disk quota is full: each plugin's data directory holds at most %d MiB (--plugin-data-quota), "+
 			"each chat's /app/shared and /app/uploads %d MiB and %d files each (--shared-quota, --shared-inodes)",
 			rt.cfg.PluginDataQuota>>20, rt.cfg.SharedQuota>>20, rt.cfg.SharedInodes),
@@ -115,7 +120,7 @@ func (rt *Runtime) prepare(ctx context.Context, chatKey string, limits sandbox.L
 // listens on its socket there, both given to the chat's uid (mode 0700 and
 // 0600): other host users and other chats cannot connect to it.
 func (rt *Runtime) prepareRunDir(pr *preparedRun, runFiles map[string][]byte, cfg rpc.Config, uid, gid int) error {
-	pr.dir = filepath.Join(rt.runsDir, pr.id)
+	pr.dir = filepath.Join(rt.runsDir, pr.sandbox)
 	if err := os.Mkdir(pr.dir, 0o700); err != nil {
 		return fmt.Errorf("run dir: %w", err)
 	}

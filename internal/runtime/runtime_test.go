@@ -59,6 +59,8 @@ func testPlugin() *plugin.Plugin {
 		func(c *plugin.Ctx, _ struct{}) (map[string]string, error) {
 			return map[string]string{"chat": c.ChatKey(), "user": c.UserID(), "container": c.ContainerKey()}, nil
 		})
+	plugin.MountSandboxMethod(p, plugin.Method{Type: plugin.Tool, Name: "run_id", Doc: "The run's id."},
+		func(c *plugin.Ctx, _ struct{}) (string, error) { return c.RunID(), nil })
 	plugin.MountSandboxMethod(p, plugin.Method{Type: plugin.Tool, Name: "fail", Doc: "Always fails."},
 		func(_ *plugin.Ctx, _ struct{}) (string, error) { return "", errors.New("the disk is full") })
 	plugin.MountSandboxMethod(p, plugin.Method{Type: plugin.Tool, Name: "explode", Doc: "Panics."},

@@ -70,3 +70,45 @@ open("/tmp/left-behind", "w").write("x")
 		t.Errorf("%d sandboxes left after Close", n)
 	}
 }
+
+// A run in a warm spare is named by the time it starts, not by the time
+// its sandbox was made: the run log sorts and reads runs by their ids.
+func TestRunInAWarmSpareIsNamedWhenItStarts(t *testing.T) {
+	data := testutil.DataDir(t)
+	rt, err := openRuntime(t, app.Config{DataDir: data, Host: host.Config{Plugins: []*plugin.Plugin{testPlugin()}},
+		Runtime: runtime.Config{WarmSpares: true, Limits: sandbox.Limits{Timeout: 20 * time.Second}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(context.Background()) })
+	if _, err := rt.Exec(context.Background(), runtime.ExecRequest{ChatKey: "named", Code: "pass"}); err != nil {
+		t.Fatal(err)
+	}
+	// The spare for the next run is up...
+	deadline := time.Now().Add(60 * time.Second)
+	for sandboxesOf(data) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if sandboxesOf(data) == 0 {
+		t.Fatal("no warm sandbox after the first run")
+	}
+	// ...and waits past the second the id would carry if it were named
+	// when made.
+	time.Sleep(2100 * time.Millisecond)
+	asked := time.Now().UTC().Truncate(time.Second)
+	res, err := rt.Exec(context.Background(), runtime.ExecRequest{ChatKey: "named", Code: `print(run_id())`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamp, _, _ := strings.Cut(res.RunID, "-")
+	at, err := time.Parse("20060102T150405", stamp)
+	if err != nil {
+		t.Fatalf("run id %q: %v", res.RunID, err)
+	}
+	if at.Before(asked) {
+		t.Errorf("run id %s carries %s, before the run was asked for at %s", res.RunID, at, asked)
+	}
+	if got := strings.TrimSpace(res.Output); got != res.RunID {
+		t.Errorf("the run's plugins see run id %q, the result says %q", got, res.RunID)
+	}
+}
