@@ -89,6 +89,12 @@ CREATE TABLE chat_file_chunks (
 	PRIMARY KEY (chat_key, name, seq)
 ) STRICT;
 `,
+}, {
+	Version: 5, Name: "the run log: runs and turns by time across chats",
+	SQL: `
+CREATE INDEX chat_runs_by_time ON chat_runs (created_at, run_id);
+CREATE INDEX chat_turns_by_time ON chat_turns (started_at);
+`,
 }}
 
 var postgresMigrations = []db.Migration{{
@@ -171,5 +177,11 @@ CREATE TABLE chat_file_chunks (
 	data     bytea NOT NULL,
 	PRIMARY KEY (chat_key, name, seq)
 );
+`,
+}, {
+	Version: 5, Name: "the run log: runs and turns by time across chats",
+	SQL: `
+CREATE INDEX chat_runs_by_time ON chat_runs (created_at, run_id);
+CREATE INDEX chat_turns_by_time ON chat_turns (started_at);
 `,
 }}
