@@ -34,6 +34,10 @@ const (
 //	GET  /api/chats/{chat}/runs      execution records, paged as messages (before=RUN_ID)
 //	GET  /api/chats/{chat}/turns     turns and how they ended, paged as messages
 //	GET  /api/chats/{chat}/uploads/{name}  one of the chat's uploads (attachments)
+//	GET  /api/runs?q=&chat=&stop_type=&method=&since=&until=&limit=&before=
+//	                                 the run log across chats (runlog.go): words of code, output, errors; newest first
+//	GET  /api/runs/{run}             one run's record
+//	GET  /api/stats?since=&bucket=hour|day  the dashboard's numbers: turns, runs, errors, model requests, latency, rankings
 //	GET  /api/status                 model, plugins
 //	GET  /api/plugins                every plugin: enabled (or why not), methods (Python signatures, docs), commands, settings;
 //	                                 "failed": the Python plugins that did not load (path, file, line, exception)
@@ -69,8 +73,9 @@ const (
 // operator adds the user), resets a chat only when its one member and
 // not a platform's, has its event streams ended as soon as it loses
 // access (removed, deleted), sees the
-// model but not the plugins in /api/status, and gets 403 from the
-// operator's calls: exec (the playground), plugins, tasks, users,
+// model but not the plugins in /api/status, finds only its chats' runs in
+// /api/runs, and gets 403 from the
+// operator's calls: exec (the playground), plugins, tasks, stats, users,
 // members. Webhooks and plugin routes take the operator's token only. A
 // webhook also accepts instead an HMAC-SHA256 signature of its raw body under a
 // handler's secret (X-Hub-Signature-256: sha256=<hex>), and a plugin
@@ -86,6 +91,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/chats/{chat}/runs", s.memberOnly(chatPage("runs", s.runsPage)))
 	mux.HandleFunc("GET /api/chats/{chat}/turns", s.memberOnly(chatPage("turns", s.turnsPage)))
 	mux.HandleFunc("GET /api/chats/{chat}/uploads/{name}", s.memberOnly(s.upload))
+	mux.HandleFunc("GET /api/runs", s.searchRuns)
+	mux.HandleFunc("GET /api/runs/{run}", s.oneRun)
+	mux.HandleFunc("GET /api/stats", adminOnly(s.stats))
 	mux.HandleFunc("GET /api/status", s.status)
 	mux.HandleFunc("GET /api/plugins", adminOnly(s.plugins))
 	mux.HandleFunc("GET /api/tasks", adminOnly(s.tasks))
