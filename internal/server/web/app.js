@@ -94,6 +94,12 @@ async function signIn() {
   }
   state.me = me;
   const admin = isAdmin();
+  // Whose identity the user and name fields hold: another's (a user
+  // token signed in before in this browser) is not kept, or the operator
+  // would post as that user.
+  const who = admin ? "operator" : "user:" + me.user_id;
+  if (localStorage.getItem("nekro.who") !== who) forgetIdentity();
+  localStorage.setItem("nekro.who", who);
   document.body.dataset.role = admin ? "admin" : "user";
   $("user").readOnly = !admin;
   if (!admin) {
@@ -103,7 +109,17 @@ async function signIn() {
   }
   $("who").textContent = admin ? "Signed in as the operator" : "Signed in as " + me.user_id;
   $("logout").hidden = false;
+  $("sign-in").hidden = true; // the token is kept; Log out forgets it
   remember();
+}
+
+// forgetIdentity puts the user id and name back to their defaults, in the
+// page and in this browser's storage.
+function forgetIdentity() {
+  for (const f of ["user", "name"]) {
+    $(f).value = $(f).defaultValue;
+    localStorage.removeItem("nekro." + f);
+  }
 }
 
 // remember keeps what the user entered (the token included) in this browser.
@@ -116,15 +132,19 @@ function remember() {
 function logout() {
   if (state.stream) state.stream.abort();
   state.gen++;
-  for (const f of ["token", "chat"]) localStorage.removeItem("nekro." + f);
+  for (const f of ["token", "chat", "who"]) localStorage.removeItem("nekro." + f);
   $("token").value = "";
   state.me = null;
   state.chat = "";
-  loaded.chat = loaded.plugins = false;
+  for (const v of Object.keys(loaded)) loaded[v] = false;
   delete document.body.dataset.role;
   $("user").readOnly = false;
+  forgetIdentity(); // the next to sign in here does not post as this user
   $("who").textContent = "";
   $("logout").hidden = true;
+  $("sign-in").hidden = false;
+  clearRunLog();
+  clearDashboard();
   clearChat();
   $("chats").replaceChildren();
   $("chats-more").hidden = true;
@@ -1044,31 +1064,48 @@ function settingsSection(key, config) {
   return section;
 }
 
-// ---- Pages: #view=chat or #view=plugins. The fragment may also carry
-// the settings (never sent to a server): /#token=...&chat=...&view=plugins
+// ---- Pages: #view=chat, runs, dashboard or plugins. The fragment may
+// also carry the settings (never sent to a server):
+// /#token=...&chat=...&view=plugins
 
 let view = "chat";
-const loaded = { chat: false, plugins: false };
+const loaded = { chat: false, runs: false, dashboard: false, plugins: false };
+// The pages, what loads each, and whether only the operator sees it
+// (runlog.js has the run log's and the dashboard's).
+const views = {
+  chat: { load: () => startChat() },
+  runs: { load: () => loadRunLog() },
+  dashboard: { load: () => loadDashboard(), admin: true },
+  plugins: { load: () => loadPlugins(), admin: true },
+};
+
+// pageOf is the page v names that the token may see: the chat otherwise.
+function pageOf(v) {
+  if (!views[v]) return "chat";
+  return views[v].admin && !isAdmin() ? "chat" : v;
+}
 
 function load(v) {
   loaded[v] = true;
   const go = async () => {
     if (!state.me) await signIn();
-    if (v === "plugins" && !isAdmin()) return showView("chat"); // the operator's page
-    await (v === "chat" ? startChat() : loadPlugins());
+    if (pageOf(v) !== v) return showView("chat"); // the operator's page
+    await views[v].load();
   };
   go().catch((e) => {
     loaded[v] = false;
-    if (e.status === 401) state.me = null;
+    if (e.status === 401) {
+      state.me = null;
+      $("sign-in").hidden = false;
+    }
     say(e.status === 401 ? "Sign-in refused: " + e.message : e.message, true);
   });
 }
 
 function showView(v) {
-  view = v === "plugins" && isAdmin() ? "plugins" : "chat";
+  view = pageOf(v);
   document.body.dataset.view = view;
-  $("chat-view").hidden = view !== "chat";
-  $("plugins-view").hidden = view !== "plugins";
+  for (const name of Object.keys(views)) $(name + "-view").hidden = view !== name;
   for (const a of document.querySelectorAll("#tabs a")) {
     if (a.dataset.view === view) a.setAttribute("aria-current", "page");
     else a.removeAttribute("aria-current");
@@ -1090,8 +1127,8 @@ function fromFragment() {
     state.chat = frag.get("chat");
     changed = true;
   }
-  if (changed) { loaded.chat = loaded.plugins = false; }
-  const v = frag.get("view") === "plugins" ? "plugins" : "chat";
+  if (changed) for (const k of Object.keys(loaded)) loaded[k] = false;
+  const v = views[frag.get("view")] ? frag.get("view") : "chat";
   if (location.hash && location.hash !== "#view=" + v) history.replaceState(null, "", location.pathname + "#view=" + v);
   return v;
 }
@@ -1104,7 +1141,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("connect").addEventListener("submit", (ev) => {
     ev.preventDefault();
     state.me = null;
-    loaded.chat = loaded.plugins = false;
+    for (const k of Object.keys(loaded)) loaded[k] = false;
     load(view);
   });
   $("logout").addEventListener("click", logout);
