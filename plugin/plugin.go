@@ -60,7 +60,10 @@ type Meta struct {
 	Author      string // same rule as ModuleName
 	Version     string
 	Description string
-	URL         string
+	// URL is the plugin's home page (its repository or documentation),
+	// linked from the web UI's plugins page when set. Leave it empty
+	// rather than guess: a link to nowhere misleads the operator.
+	URL string
 }
 
 // Key returns the plugin's unique key, "author.module_name".

@@ -37,7 +37,6 @@ var p = plugin.New(plugin.Meta{
 	Author:      "nekro_examples",
 	Version:     "1.0.0",
 	Description: "The BEHAVIOR example of the sandbox-method document.",
-	URL:         "https://github.com/nekro-go/nekro/tree/main/examples/chatmessage",
 })
 
 // Args are send_chat_message's parameters.

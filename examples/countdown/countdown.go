@@ -19,7 +19,6 @@ var p = plugin.New(plugin.Meta{
 	Author:      "nekro_examples",
 	Version:     "1.0.0",
 	Description: "A background task woken through the plugin's HTTP route.",
-	URL:         "https://github.com/nekro-go/nekro/tree/main/examples/countdown",
 })
 
 func init() {

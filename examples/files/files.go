@@ -49,7 +49,6 @@ var p = plugin.New(plugin.Meta{
 	Author:      "nekro_examples",
 	Version:     "1.0.0",
 	Description: "The plugin data directory and the sandbox file bridge, as the plugin documents show them.",
-	URL:         "https://github.com/nekro-go/nekro/tree/main/examples/files",
 })
 
 func init() {

@@ -27,7 +27,6 @@ var p = plugin.New(plugin.Meta{
 	Author:      "nekro_examples",
 	Version:     "1.0.0",
 	Description: "Passing files between the plugin and the sandbox with ctx.FS(), as seed 003 shows.",
-	URL:         "https://github.com/nekro-go/nekro/tree/main/examples/files2",
 })
 
 func init() {

@@ -38,7 +38,6 @@ var p = plugin.New(plugin.Meta{
 	Author:      "nekro_examples",
 	Version:     "2.0.0",
 	Description: "Preferences, notes and caches in the plugin KV store, as the plugin documents show them.",
-	URL:         "https://github.com/nekro-go/nekro/tree/main/examples/kvstore",
 })
 
 func init() {

@@ -27,7 +27,6 @@ var p = plugin.New(plugin.Meta{
 	Author:      "nekro_examples",
 	Version:     "1.0.0",
 	Description: "The four sandbox method types, as the plugin documents show them.",
-	URL:         "https://github.com/nekro-go/nekro/tree/main/examples/sandboxmethods",
 })
 
 func init() {

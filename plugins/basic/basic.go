@@ -111,7 +111,6 @@ var p = plugin.New(plugin.Meta{
 	Author:      "nekro",
 	Version:     "1.0.0",
 	Description: "Send text, images and files to the chat the code runs for.",
-	URL:         "https://github.com/nekro-go/nekro/tree/main/plugins/basic",
 })
 
 // TextArgs are send_msg_text's parameters.

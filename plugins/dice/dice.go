@@ -45,7 +45,6 @@ var p = plugin.New(plugin.Meta{
 	Author:      "nekro",
 	Version:     "1.0.0",
 	Description: "A d20 check and a weighted probability wheel, for role play and random events.",
-	URL:         "https://github.com/nekro-go/nekro/tree/main/plugins/dice",
 })
 
 func init() {

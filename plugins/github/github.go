@@ -57,7 +57,6 @@ var p = plugin.New(plugin.Meta{
 	Author:      "nekro",
 	Version:     "1.0.0",
 	Description: "Receives GitHub webhook events (signed) and pushes them to the chats subscribed to the repository.",
-	URL:         "https://github.com/nekro-go/nekro/tree/main/plugins/github",
 })
 
 // Settings are the reference's GitHubConfig.

@@ -32,7 +32,6 @@ var p = plugin.New(plugin.Meta{
 	Author:      "nekro",
 	Version:     "1.0.0",
 	Description: "Search the chat's own older messages by keyword, and read the messages around one.",
-	URL:         "https://github.com/nekro-go/nekro/tree/main/plugins/history_travel",
 })
 
 // Settings are the operator's bounds on what a search returns.

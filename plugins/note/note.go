@@ -53,7 +53,6 @@ var p = plugin.New(plugin.Meta{
 	Author:      "nekro",
 	Version:     "1.0.0",
 	Description: "Long-term notes of a chat: set, read and remove them; each turn's prompt lists the chat's notes.",
-	URL:         "https://github.com/nekro-go/nekro/tree/main/plugins/note",
 })
 
 // Settings are the reference's NoteConfig, under the same names.

@@ -42,7 +42,6 @@ var p = plugin.New(plugin.Meta{
 	Author:      "nekro",
 	Version:     "1.0.0",
 	Description: "Keeps the AI's role-play character's current state, shown in every turn's prompt; a chat reset clears it.",
-	URL:         "https://github.com/nekro-go/nekro/tree/main/plugins/status",
 })
 
 // Settings are the reference's StatusConfig fields this port uses, under

@@ -48,7 +48,6 @@ var p = plugin.New(plugin.Meta{
 	Author:      "nekro",
 	Version:     "1.0.0",
 	Description: "One-shot timers and recurring cron jobs that wake the AI in its chat; each turn's prompt lists the chat's timers.",
-	URL:         "https://github.com/nekro-go/nekro/tree/main/plugins/timer",
 })
 
 // Settings are the reference's TimerConfig, under the same names.

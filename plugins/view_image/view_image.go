@@ -35,7 +35,6 @@ var p = plugin.New(plugin.Meta{
 	Author:      "nekro",
 	Version:     "1.0.0",
 	Description: "Lets a model without vision see images, described by the operator's vision model.",
-	URL:         "https://github.com/nekro-go/nekro/tree/main/plugins/view_image",
 })
 
 // Settings choose the vision model and bound what is sent to it.

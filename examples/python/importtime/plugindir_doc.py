@@ -14,7 +14,7 @@ plugin = NekroPlugin(
     description="plugin.get_plugin_path() at import time, as the documents show it",
     version="1.0.0",
     author="nekro_docs",
-    url="https://github.com/nekro-go/nekro/tree/main/examples/python",
+    url="",
 )
 
 # ---- from the document (seed 000) ----

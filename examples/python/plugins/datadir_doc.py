@@ -29,7 +29,7 @@ plugin = NekroPlugin(
     description="plugin.get_plugin_path(), as the documents show it",
     version="1.0.0",
     author="nekro_docs",
-    url="https://github.com/nekro-go/nekro/tree/main/examples/python",
+    url="",
 )
 
 # ---- from the document ----

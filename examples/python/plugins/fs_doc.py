@@ -16,7 +16,7 @@ plugin = NekroPlugin(
     description="_ctx.fs, as the documents show it",
     version="1.0.0",
     author="nekro_docs",
-    url="https://github.com/nekro-go/nekro/tree/main/examples/python",
+    url="",
 )
 
 

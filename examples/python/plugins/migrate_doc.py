@@ -14,7 +14,7 @@ plugin = NekroPlugin(
     description="An init hook migrating KV data, as the documents show it",
     version="2.0.0",
     author="nekro_docs",
-    url="https://github.com/nekro-go/nekro/tree/main/examples/python",
+    url="",
 )
 
 # ---- from the document ----

@@ -20,7 +20,7 @@ plugin = NekroPlugin(
     description="nekro_agent.tools.path_convertor, as the documents show it",
     version="1.0.0",
     author="nekro_docs",
-    url="https://github.com/nekro-go/nekro/tree/main/examples/python",
+    url="",
 )
 
 # ---- from the document ----

@@ -22,7 +22,7 @@ plugin = NekroPlugin(
     description="The four sandbox method types, as the documents show them",
     version="1.0.0",
     author="nekro_docs",
-    url="https://github.com/nekro-go/nekro/tree/main/examples/python",
+    url="",
 )
 
 # ---- implied by the document: the helpers its fragments call ----

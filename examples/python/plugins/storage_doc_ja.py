@@ -21,7 +21,7 @@ plugin = NekroPlugin(
     description="plugin.store and plugin.get_plugin_data_dir(), as the Japanese documents show them",
     version="1.0.0",
     author="nekro_docs",
-    url="https://github.com/nekro-go/nekro/tree/main/examples/python",
+    url="",
 )
 
 # ---- from the document: 方法1:KVキー値ストレージ ----
