@@ -1,8 +1,8 @@
 // nekro web UI: a thin client of the HTTP API. The token stays in this
 // browser (localStorage) until the user logs out; every request sends it
 // as a bearer token. It is either the operator's admin token or a user's
-// token (GET /api/me says which): a user sees only their chats, and
-// neither the playground nor the plugins page.
+// token (GET /api/me says which): a user sees only their chats and their
+// runs, and neither the playground, the dashboard nor the plugins page.
 //
 // Text from chats, the model and plugins is untrusted: it only ever
 // becomes DOM text (render.js builds replies' Markdown node by node).
