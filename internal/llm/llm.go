@@ -358,15 +358,25 @@ var groupEnv = regexp.MustCompile(`^NEKRO_LLM_([A-Z0-9_]+)_MODEL$`)
 // NEKRO_LLM_<GROUP>_BASE_URL and NEKRO_LLM_<GROUP>_API_KEY, or chat's
 // endpoint (and key, only for that same endpoint) when they are unset.
 func GroupsFromEnv(chat Config) map[string]Config {
-	out := map[string]Config{}
+	vars := map[string]string{}
 	for _, kv := range os.Environ() {
-		name, model, _ := strings.Cut(kv, "=")
+		name, value, _ := strings.Cut(kv, "=")
+		vars[name] = value
+	}
+	return GroupsFrom(chat, vars)
+}
+
+// GroupsFrom is GroupsFromEnv over vars, variables by name, for a caller
+// that layers them from more than the environment (a config file).
+func GroupsFrom(chat Config, vars map[string]string) map[string]Config {
+	out := map[string]Config{}
+	for name, model := range vars {
 		m := groupEnv.FindStringSubmatch(name)
 		if m == nil || model == "" {
 			continue
 		}
 		g := m[1]
-		c := Config{BaseURL: os.Getenv("NEKRO_LLM_" + g + "_BASE_URL"), APIKey: os.Getenv("NEKRO_LLM_" + g + "_API_KEY"), Model: model}
+		c := Config{BaseURL: vars["NEKRO_LLM_"+g+"_BASE_URL"], APIKey: vars["NEKRO_LLM_"+g+"_API_KEY"], Model: model}
 		if c.BaseURL == "" || c.BaseURL == chat.BaseURL {
 			c.BaseURL = chat.BaseURL
 			if c.APIKey == "" {
