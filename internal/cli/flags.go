@@ -2,8 +2,10 @@ package cli
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/nekro-go/nekro/internal/db"
 	"github.com/nekro-go/nekro/internal/kv"
+	"github.com/nekro-go/nekro/internal/llm"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/uids"
 )
@@ -68,8 +71,28 @@ var flagEnv = map[string]string{
 	"call-timeout": "NEKRO_CALL_TIMEOUT", "max-runs": "NEKRO_MAX_RUNS", "sandbox-uids": "NEKRO_SANDBOX_UIDS",
 	"shared-quota": "NEKRO_SHARED_QUOTA", "shared-inodes": "NEKRO_SHARED_INODES",
 	// Flags of single commands, named here so a bad environment value is
-	// reported with its variable.
+	// reported with its variable, and the config file knows them.
 	"listen": "NEKRO_LISTEN", "timer-turns-per-hour": "NEKRO_TIMER_TURNS_PER_HOUR",
+	"llm-base-url": llm.EnvBaseURL, "llm-model": llm.EnvModel, "max-iterations": "NEKRO_MAX_ITERATIONS",
+	"shutdown-timeout": "NEKRO_SHUTDOWN_TIMEOUT", "zygotes": "NEKRO_ZYGOTES", "command-prefix": "NEKRO_COMMAND_PREFIX",
+	"super-users": "NEKRO_SUPER_USERS", "upload-max-file": "NEKRO_UPLOAD_MAX_FILE", "upload-max-message": "NEKRO_UPLOAD_MAX_MESSAGE",
+	"config": EnvConfig,
+}
+
+// envInUsage finds the variable a flag's usage names, "(env NEKRO_X)":
+// how a chat platform's flags (declared by their adapters) say theirs.
+var envInUsage = regexp.MustCompile(`\benv (NEKRO_[A-Z0-9_]+)`)
+
+// envOf returns the environment variable of the setting flag f, or "" for
+// a flag that is no setting (a command's own option, such as --json).
+func envOf(f *pflag.Flag) string {
+	if env, ok := flagEnv[f.Name]; ok {
+		return env
+	}
+	if m := envInUsage.FindStringSubmatch(f.Usage); m != nil {
+		return m[1]
+	}
+	return ""
 }
 
 // logLevels are --log-level's values.
@@ -83,7 +106,8 @@ func newGlobals() *globals {
 	g := &globals{envErrs: map[string]error{}}
 	g.dataDir = envOr("NEKRO_DATA_DIR", "data")
 	g.database = os.Getenv(db.EnvDatabaseURL)
-	g.logLevel = envOr("NEKRO_LOG_LEVEL", "warn")
+	g.logLevel = os.Getenv("NEKRO_LOG_LEVEL") // "": the command's default (logDefault)
+	g.defaultLevel = slog.LevelWarn
 	g.kvValue = g.envInt("kv-max-value", 1<<20)
 	g.kvQuota = g.envSize("kv-quota", kv.DefaultQuotaBytes)
 	g.plugins = envOr("NEKRO_PLUGINS", "all")
@@ -100,6 +124,9 @@ func newGlobals() *globals {
 	g.uidRange = uids.DefaultRange
 	g.sharedQuota = g.envSize("shared-quota", runtime.DefaultSharedQuota)
 	g.sharedInodes = g.envInt("shared-inodes", int64(runtime.DefaultSharedInodes))
+	g.llmBaseURL = os.Getenv(llm.EnvBaseURL)
+	g.llmModel = os.Getenv(llm.EnvModel)
+	g.configFile = os.Getenv(EnvConfig)
 	return g
 }
 
@@ -117,7 +144,7 @@ func (g *globals) define(fs *pflag.FlagSet, name string) {
 		fs.Var(databaseURL{&g.database}, name, "database URL, e.g. postgres://..."+env+"; empty means SQLite in the data directory. "+
 			"Give a URL with a password in the env variable: a flag shows in ps")
 	case "log-level":
-		fs.StringVar(&g.logLevel, name, g.logLevel, strings.Join(logLevels, ", ")+env)
+		fs.StringVar(&g.logLevel, name, g.logLevel, strings.Join(logLevels, ", ")+"; default info for serve, warn for other commands"+env)
 	case "kv-max-value":
 		fs.Int64Var(&g.kvValue, name, g.kvValue, "largest KV value in bytes"+env)
 	case "kv-quota":
@@ -153,6 +180,10 @@ func (g *globals) define(fs *pflag.FlagSet, name string) {
 		fs.Var(g.sharedQuota, name, "disk each chat's /app/shared and /app/uploads may each take, enforced while the code writes, e.g. 64MiB"+env)
 	case "shared-inodes":
 		fs.Int64Var(&g.sharedInodes, name, g.sharedInodes, "files and directories each chat's /app/shared and /app/uploads may each hold"+env)
+	case "llm-base-url":
+		fs.StringVar(&g.llmBaseURL, name, g.llmBaseURL, "OpenAI-compatible API root, e.g. https://api.openai.com/v1"+env)
+	case "llm-model":
+		fs.StringVar(&g.llmModel, name, g.llmModel, "model name"+env+"; the API key is read from "+llm.EnvAPIKey+" or the config file only")
 	default:
 		panic("cli: no shared flag " + name)
 	}
@@ -238,7 +269,7 @@ var flagChecks = []struct {
 		return nil
 	}},
 	{"log-level", func(f *pflag.Flag) error {
-		if !slices.Contains(logLevels, strings.ToLower(f.Value.String())) {
+		if v := f.Value.String(); (v != "" || f.Changed) && !slices.Contains(logLevels, strings.ToLower(v)) {
 			return fmt.Errorf("must be one of %s", strings.Join(logLevels, ", "))
 		}
 		return nil
@@ -250,6 +281,8 @@ var flagChecks = []struct {
 		return nil
 	}},
 	{"shared-quota", positiveSize},
+	{"upload-max-file", uploadSize},
+	{"upload-max-message", uploadSize},
 	{"plugin-data-quota", positiveSize},
 	{"listen", func(f *pflag.Flag) error {
 		host, port, err := net.SplitHostPort(f.Value.String())
@@ -293,6 +326,13 @@ func positiveSize(f *pflag.Flag) error {
 	return nil
 }
 
+func uploadSize(f *pflag.Flag) error {
+	if b, ok := f.Value.(*byteSize); ok && *b <= 0 {
+		return fmt.Errorf("must be a size such as 32MiB (uploads are always bounded)")
+	}
+	return nil
+}
+
 // check refuses, before cmd runs, a malformed environment value or a value
 // outside what a flag accepts, for the flags cmd offers; it names the flag
 // (and the variable, when the value came from there) and what is accepted.
@@ -314,13 +354,13 @@ func (g *globals) check(cmd *cobra.Command) error {
 			continue
 		}
 		if err := c.check(f); err != nil {
-			return fmt.Errorf("%s: %w", describeFlag(f), err)
+			return fmt.Errorf("%s: %w", g.describeFlag(f), err)
 		}
 	}
 	r, err := uids.ParseRange(g.sandboxUIDs)
 	if err != nil {
 		if f := fs.Lookup("sandbox-uids"); f != nil {
-			return fmt.Errorf("%s: %w", describeFlag(f), err)
+			return fmt.Errorf("%s: %w", g.describeFlag(f), err)
 		}
 		r = uids.DefaultRange // not this command's concern
 	}
@@ -329,12 +369,15 @@ func (g *globals) check(cmd *cobra.Command) error {
 }
 
 // describeFlag names a flag and its value as the operator gave it: on the
-// command line, or in its environment variable.
-func describeFlag(f *pflag.Flag) string {
+// command line, in its environment variable, or in the config file.
+func (g *globals) describeFlag(f *pflag.Flag) string {
 	if env, ok := flagEnv[f.Name]; ok && !f.Changed {
 		if v, set := os.LookupEnv(env); set {
 			return fmt.Sprintf("%s=%s (--%s)", env, v, f.Name)
 		}
+	}
+	if at, ok := g.fromFile[f.Name]; ok && !f.Changed {
+		return fmt.Sprintf("%s: %s: %s", at, f.Name, f.Value.String())
 	}
 	return fmt.Sprintf("--%s %s", f.Name, f.Value.String())
 }

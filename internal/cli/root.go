@@ -19,7 +19,6 @@ import (
 	"github.com/nekro-go/nekro/internal/app"
 	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/kv"
-	"github.com/nekro-go/nekro/internal/llm"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/uids"
 )
@@ -50,9 +49,22 @@ type globals struct {
 	pluginQuota  *byteSize
 	uidRange     uids.Range // parsed from sandboxUIDs
 
+	llmBaseURL string // --llm-base-url
+	llmModel   string // --llm-model
+
+	// defaultLevel is the log level when --log-level is not set: info for
+	// serve, warn for commands an operator runs by hand.
+	defaultLevel slog.Level
+
 	// envErrs holds, per flag name, why its environment variable's value
 	// was refused; check reports it for a command offering the flag.
 	envErrs map[string]error
+
+	configFile string          // --config, NEKRO_CONFIG
+	file       *configFileData // the config file read, nil without one
+	// fromFile says, per setting the config file gave this command, where:
+	// "FILE:LINE".
+	fromFile map[string]string
 }
 
 // kvQuotaHint ends a KV quota refusal, for the plugin's log and the AI.
@@ -71,6 +83,15 @@ type ExitError struct{ Code int }
 
 func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
 
+// Command annotations the root's pre-run reads.
+const (
+	// logDefaultAnnotation is the command's log level when --log-level
+	// and NEKRO_LOG_LEVEL are not set (default warn).
+	logDefaultAnnotation = "nekro-log-default"
+	// noConfigAnnotation marks a command that reads no config file.
+	noConfigAnnotation = "nekro-no-config"
+)
+
 // commands added by other files of this package.
 var subcommands []func(g *globals) *cobra.Command
 
@@ -83,6 +104,14 @@ func NewRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if lvl := cmd.Annotations[logDefaultAnnotation]; lvl != "" {
+				g.defaultLevel.UnmarshalText([]byte(lvl))
+			}
+			if cmd.Annotations[noConfigAnnotation] == "" {
+				if err := g.loadConfig(cmd); err != nil {
+					return err
+				}
+			}
 			if err := g.check(cmd); err != nil {
 				return err
 			}
@@ -90,6 +119,8 @@ func NewRoot() *cobra.Command {
 			return nil
 		},
 	}
+	root.PersistentFlags().StringVar(&g.configFile, "config", g.configFile,
+		"config file: YAML whose keys are the long flag names; default <data>/nekro.yaml when present (env "+EnvConfig+")")
 	for _, sub := range subcommands {
 		root.AddCommand(sub(g))
 	}
@@ -123,7 +154,7 @@ func envOr(name, def string) string {
 func (g *globals) logger() *slog.Logger {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(strings.ToUpper(g.logLevel))); err != nil {
-		level = slog.LevelWarn
+		level = g.defaultLevel
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
@@ -144,11 +175,11 @@ func (g *globals) enableList() []string {
 
 // config returns the configuration the shared flags describe.
 func (g *globals) config() app.Config {
-	chatModel := llm.ConfigFromEnv()
+	chatModel, groups := g.models()
 	return app.Config{DataDir: g.dataDir, DatabaseURL: g.database, Log: g.logger(),
 		// Plugins may ask the operator's models (Ctx.AskModel) from any
 		// command that runs code, nekro exec included.
-		LLM: chatModel, ModelGroups: llm.GroupsFromEnv(chatModel),
+		LLM: chatModel, ModelGroups: groups,
 		KV:         kv.Limits{MaxValueBytes: g.kvValue, QuotaBytes: g.kvQuotaBytes(), QuotaHint: kvQuotaHint},
 		PluginDirs: g.pluginDirs, Enable: g.enableList(), PythonIndex: g.pythonIndex, MCPConfig: g.mcpConfig,
 		Sandbox: app.SandboxConfig{Backend: g.sandbox, Python: g.python, UIDs: g.uidRange,

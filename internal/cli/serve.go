@@ -3,9 +3,10 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/nekro-go/nekro/internal/llm"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/nekro-go/nekro/internal/adapterhost"
 	"github.com/nekro-go/nekro/internal/agent"
 	"github.com/nekro-go/nekro/internal/app"
+	"github.com/nekro-go/nekro/internal/llm"
 	"github.com/nekro-go/nekro/internal/server"
 )
 
@@ -21,15 +23,15 @@ func init() { subcommands = append(subcommands, newServeCmd) }
 
 func newServeCmd(g *globals) *cobra.Command {
 	var (
-		listen, baseURL, model string
-		commandPrefix          string
-		superUsers             []string
-		maxIterations          int
-		shutdownTimeout        time.Duration
-		zygotes                int
-		timerTurns             int
-		uploadMaxFile          *byteSize
-		uploadMaxMessage       *byteSize
+		listen           string
+		commandPrefix    string
+		superUsers       []string
+		maxIterations    int
+		shutdownTimeout  time.Duration
+		zygotes          int
+		timerTurns       int
+		uploadMaxFile    *byteSize
+		uploadMaxMessage *byteSize
 	)
 	var platforms *adapterhost.Settings // chat platforms' flags (--onebot-*), bound below
 	cmd := &cobra.Command{
@@ -47,7 +49,8 @@ POST /api/chats/{chat}/exec still runs code in a chat's sandbox.
 
 SIGINT or SIGTERM stops the server gracefully: turns in progress may finish
 until --shutdown-timeout, then their runs are stopped.`,
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{logDefaultAnnotation: "info"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if _, err := checkPython(ctx, g.python, g.sandbox); err != nil {
@@ -62,9 +65,6 @@ until --shutdown-timeout, then their runs are stopped.`,
 			ac.Host.FireTimers = true
 			ac.Host.TimerTurnsPerHour = timerTurns
 			ac.Sandbox.Zygotes = zygotes
-			ac.LLM = llm.ConfigFromEnv()
-			ac.LLM.BaseURL, ac.LLM.Model = baseURL, model
-			ac.ModelGroups = llm.GroupsFromEnv(ac.LLM)
 			ac.Agent = agent.Config{MaxIterations: maxIterations, CommandPrefix: commandPrefix, SuperUsers: superUsers}
 			adapters, err := platforms.Open()
 			if err != nil {
@@ -89,6 +89,7 @@ until --shutdown-timeout, then their runs are stopped.`,
 				dataDir = ac.DataDir
 			}
 			fmt.Fprintf(out, "nekro: serving on http://%s (data %s)\n", srv.Addr, dataDir)
+			logStart(ac, srv.Addr, dataDir, g.file)
 			if srv.Model != "" {
 				fmt.Fprintf(out, "nekro: model %s at %s\n", srv.Model, ac.LLM.BaseURL)
 			} else {
@@ -100,22 +101,61 @@ until --shutdown-timeout, then their runs are stopped.`,
 			return srv.Shutdown(context.WithoutCancel(ctx))
 		},
 	}
-	cmd.Flags().IntVar(&zygotes, "zygotes", 8, "warm per-chat zygotes kept (runs start in ~1 ms with numpy and matplotlib loaded); 0: a new sandbox per run")
+	cmd.Flags().IntVar(&zygotes, "zygotes", int(g.envInt("zygotes", 8)),
+		"warm per-chat zygotes kept (runs start in ~1 ms with numpy and matplotlib loaded); 0: a new sandbox per run (env NEKRO_ZYGOTES)")
 	cmd.Flags().StringVar(&listen, "listen", envOr("NEKRO_LISTEN", server.DefaultListen), "address to listen on (env NEKRO_LISTEN)")
-	cmd.Flags().StringVar(&baseURL, "llm-base-url", os.Getenv(llm.EnvBaseURL), "OpenAI-compatible API root, e.g. https://api.openai.com/v1 (env "+llm.EnvBaseURL+")")
-	cmd.Flags().StringVar(&model, "llm-model", os.Getenv(llm.EnvModel), "model name (env "+llm.EnvModel+"); the API key is read from "+llm.EnvAPIKey+" only")
-	cmd.Flags().IntVar(&maxIterations, "max-iterations", agent.DefaultMaxIterations, "sandbox runs (and model requests) per turn at most")
+	g.define(cmd.Flags(), "llm-base-url")
+	g.define(cmd.Flags(), "llm-model")
+	cmd.Flags().IntVar(&maxIterations, "max-iterations", int(g.envInt("max-iterations", agent.DefaultMaxIterations)),
+		"sandbox runs (and model requests) per turn at most (env NEKRO_MAX_ITERATIONS)")
 	cmd.Flags().StringVar(&commandPrefix, "command-prefix", envOr("NEKRO_COMMAND_PREFIX", agent.DefaultCommandPrefix),
 		"what starts a chat command, as in /help (env NEKRO_COMMAND_PREFIX)")
 	cmd.Flags().StringSliceVar(&superUsers, "super-users", envCommaList("NEKRO_SUPER_USERS"),
 		"user ids that may use every chat command, comma-separated (env NEKRO_SUPER_USERS)")
 	cmd.Flags().IntVar(&timerTurns, "timer-turns-per-hour", int(g.envInt("timer-turns-per-hour", DefaultTimerTurnsPerHour)),
 		"turns one chat's timers may wake the model in any hour; past it their messages wait, unanswered, for the chat's next turn; 0: no limit (env NEKRO_TIMER_TURNS_PER_HOUR)")
-	cmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long turns may finish after SIGINT/SIGTERM")
+	cmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", g.envDuration("shutdown-timeout", server.DefaultShutdownTimeout),
+		"how long turns may finish after SIGINT/SIGTERM (env NEKRO_SHUTDOWN_TIMEOUT)")
 	uploadMaxFile, uploadMaxMessage = addUploadFlags(cmd) // chats.go
 	// Every registered chat platform's settings (--onebot-*).
 	platforms = adapterhost.Bind(cmd.Flags())
 	return cmd
+}
+
+// logStart logs, at info, what this serve runs with: where it listens,
+// its data, the config file, and each model group without its key (each
+// chat platform adapter logs its own start, connections and drops).
+func logStart(ac app.Config, addr, dataDir string, file *configFileData) {
+	args := []any{"listen", addr, "data", dataDir, "database", "sqlite"}
+	if ac.DatabaseURL != "" {
+		args[len(args)-1] = databaseURL{&ac.DatabaseURL}.String()
+	}
+	if file != nil {
+		args = append(args, "config", file.path)
+	}
+	ac.Log.Info("nekro serving", args...)
+	if ac.LLM.Model != "" {
+		ac.Log.Info("model group", "group", "chat", "model", ac.LLM.Model, "base_url", redactURL(ac.LLM.BaseURL), "key", ac.LLM.APIKey != "")
+	} else {
+		ac.Log.Info("no model configured: messages are refused until one is", "set", llm.EnvBaseURL+", "+llm.EnvModel)
+	}
+	names := make([]string, 0, len(ac.ModelGroups))
+	for n := range ac.ModelGroups {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		c := ac.ModelGroups[n]
+		ac.Log.Info("model group", "group", n, "model", c.Model, "base_url", redactURL(c.BaseURL), "key", c.APIKey != "")
+	}
+}
+
+// redactURL is u with a password in it masked.
+func redactURL(u string) string {
+	if p, err := url.Parse(u); err == nil {
+		return p.Redacted()
+	}
+	return u
 }
 
 // envCommaList splits the environment variable name at commas, dropping
