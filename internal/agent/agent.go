@@ -174,7 +174,7 @@ func (a *Agent) PushSystem(ctx context.Context, chatKey, text string, trigger bo
 	}
 	switch a.plugins.SystemMessageSignal(ctx, chatKey, text) {
 	case plugin.BlockAll:
-		a.log.Info("a plugin's hook dropped a system message", "chat", chatKey)
+		a.log.Debug("a plugin's hook dropped a system message", "chat", chatKey)
 		return nil
 	case plugin.BlockTrigger:
 		trigger = false

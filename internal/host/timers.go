@@ -87,7 +87,7 @@ func (h *Host) fire(ctx context.Context, p *plugin.Plugin, f schedule.Fired) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	log := h.log.With("plugin", f.Plugin, "chat", f.Chat, "timer", f.ID, "late", f.Late.Round(time.Millisecond))
-	log.Info("timer fires")
+	log.Debug("timer fires") // per timer: at info a reminder-heavy chat would fill the log
 	ctx = context.WithValue(ctx, timerFiring{}, true)
 	defer func() {
 		if r := recover(); r != nil {

@@ -242,7 +242,7 @@ type screenedSender struct {
 func (s screenedSender) AddSystem(ctx context.Context, text string, wake bool) error {
 	switch s.h.SystemMessageSignal(ctx, s.chatKey, text) {
 	case plugin.BlockAll:
-		s.h.log.Info("a plugin's hook dropped a system message", "chat", s.chatKey)
+		s.h.log.Debug("a plugin's hook dropped a system message", "chat", s.chatKey)
 		return nil
 	case plugin.BlockTrigger:
 		wake = false
