@@ -88,7 +88,8 @@ const (
 	// logDefaultAnnotation is the command's log level when --log-level
 	// and NEKRO_LOG_LEVEL are not set (default warn).
 	logDefaultAnnotation = "nekro-log-default"
-	// noConfigAnnotation marks a command that reads no config file.
+	// noConfigAnnotation marks a command that reads no config file
+	// (version: a broken file must not hide which binary this is).
 	noConfigAnnotation = "nekro-no-config"
 )
 
@@ -103,6 +104,7 @@ func NewRoot() *cobra.Command {
 		Short:         "nekro: a self-hosted runtime for AI-agent plugins",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionLine(readVersion()),
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			if lvl := cmd.Annotations[logDefaultAnnotation]; lvl != "" {
 				g.defaultLevel.UnmarshalText([]byte(lvl))
@@ -119,6 +121,7 @@ func NewRoot() *cobra.Command {
 			return nil
 		},
 	}
+	root.SetVersionTemplate("nekro {{.Version}}\n")
 	root.PersistentFlags().StringVar(&g.configFile, "config", g.configFile,
 		"config file: YAML whose keys are the long flag names; default <data>/nekro.yaml when present (env "+EnvConfig+")")
 	for _, sub := range subcommands {
