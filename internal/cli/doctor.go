@@ -22,7 +22,7 @@ func init() { subcommands = append(subcommands, newDoctorCmd) }
 func newDoctorCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "doctor",
-		Short: "Check that this machine can run nekro: sandbox, interpreter, data directory",
+		Short: "Check that this machine can run nekro: sandbox, interpreter, data directory, chat platforms, models",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
 			ctx := cmd.Context()
@@ -74,7 +74,10 @@ print("python ok")`})
 				fmt.Fprintf(out, "warn plugin %s disabled: %s\n", key, reason)
 			}
 			fmt.Fprintf(out, "ok   %d plugins enabled, %d sandbox methods\n", len(a.Host.Registry().Plugins()), len(a.Host.Registry().Methods()))
-			return doctorPlatforms(ctx, out) // platforms.go
+			if err := g.doctorPlatforms(ctx, out); err != nil { // platforms.go
+				return err
+			}
+			return g.doctorModels(ctx, out) // doctor_models.go
 		},
 	}
 }

@@ -11,14 +11,18 @@ import (
 	"github.com/nekro-go/nekro/internal/adapterhost"
 )
 
-// doctorPlatforms prints the chat platforms the environment configures
-// (NEKRO_ONEBOT_* and the like: doctor takes serve's settings from the
-// environment, not from serve's flags) and what can be checked without
+// doctorPlatforms prints the chat platforms the environment and the
+// config file configure (NEKRO_ONEBOT_* and the like: doctor takes serve's
+// settings from there, not from serve's flags) and what can be checked without
 // `nekro serve` running: a forward URL is dialed; whether an
 // implementation connects in reverse shows only in GET /api/status.
-func doctorPlatforms(ctx context.Context, out io.Writer) error {
+func (g *globals) doctorPlatforms(ctx context.Context, out io.Writer) error {
 	fs := pflag.NewFlagSet("platforms", pflag.ContinueOnError)
-	adapters, err := adapterhost.Bind(fs).Open()
+	platforms := adapterhost.Bind(fs)
+	if err := g.applyFile(fs, false); err != nil {
+		return err
+	}
+	adapters, err := platforms.Open()
 	if err != nil {
 		return fmt.Errorf("chat platforms: %w", err)
 	}
