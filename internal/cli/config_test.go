@@ -272,6 +272,11 @@ func TestConfigFileRefusals(t *testing.T) {
 			}
 		}
 	}
+	// Help works whatever the file says.
+	broken := writeConfig(t, "bogus: 1\n")
+	if r := run(t, []string{"NEKRO_CONFIG=" + broken}, nil, "help", "serve"); r.Code != 0 || !strings.Contains(r.Stdout, "--config") {
+		t.Errorf("help with a broken config file: %+v", r)
+	}
 	r := run(t, nil, nil, "--config", filepath.Join(data, "none.yaml"), "config", "show")
 	if r.Code == 0 || !strings.Contains(r.Stderr, "--config "+filepath.Join(data, "none.yaml")) {
 		t.Errorf("a missing --config file: %+v", r)

@@ -109,7 +109,7 @@ func NewRoot() *cobra.Command {
 			if lvl := cmd.Annotations[logDefaultAnnotation]; lvl != "" {
 				g.defaultLevel.UnmarshalText([]byte(lvl))
 			}
-			if cmd.Annotations[noConfigAnnotation] == "" {
+			if readsConfig(cmd) {
 				if err := g.loadConfig(cmd); err != nil {
 					return err
 				}
@@ -129,6 +129,18 @@ func NewRoot() *cobra.Command {
 	}
 	g.scopeFlags(root)
 	return root
+}
+
+// readsConfig reports whether cmd reads the config file: every command
+// but version and cobra's help and completion, which must work whatever
+// the file says.
+func readsConfig(cmd *cobra.Command) bool {
+	for c := cmd; c != nil; c = c.Parent() {
+		if c.Annotations[noConfigAnnotation] != "" || (c.HasParent() && !c.Parent().HasParent() && (c.Name() == "help" || c.Name() == "completion")) {
+			return false
+		}
+	}
+	return true
 }
 
 // Main runs the CLI with os.Args and exits.

@@ -44,8 +44,13 @@ needs the bearer token from NEKRO_API_TOKEN or, by default, the one
 generated on first start (printed once, kept in <data>/api_token).
 
 Messages are answered by an OpenAI-compatible model named by
-NEKRO_LLM_BASE_URL, NEKRO_LLM_MODEL and NEKRO_LLM_API_KEY. Without one,
+NEKRO_LLM_BASE_URL, NEKRO_LLM_MODEL and NEKRO_LLM_API_KEY (or llm:
+{base-url, model, api-key} in the config file). Without one,
 POST /api/chats/{chat}/exec still runs code in a chat's sandbox.
+
+Every flag has a NEKRO_ variable and a key in the config file (--config,
+NEKRO_CONFIG, or <data>/nekro.yaml); a flag beats its variable, which
+beats the file. nekro config show prints what serve would use and why.
 
 SIGINT or SIGTERM stops the server gracefully: turns in progress may finish
 until --shutdown-timeout, then their runs are stopped.`,
