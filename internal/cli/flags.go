@@ -106,7 +106,7 @@ func newGlobals() *globals {
 	g := &globals{envErrs: map[string]error{}}
 	g.dataDir = envOr("NEKRO_DATA_DIR", "data")
 	g.database = os.Getenv(db.EnvDatabaseURL)
-	g.logLevel = os.Getenv("NEKRO_LOG_LEVEL") // "": the command's default (logDefault)
+	g.logLevel = os.Getenv("NEKRO_LOG_LEVEL") // "": the command's default (defaultLevel)
 	g.defaultLevel = slog.LevelWarn
 	g.kvValue = g.envInt("kv-max-value", 1<<20)
 	g.kvQuota = g.envSize("kv-quota", kv.DefaultQuotaBytes)
