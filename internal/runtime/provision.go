@@ -97,7 +97,7 @@ func (p *provisioner) ProvideChatDir(kind files.Area, chatKey, dir string) error
 		return fmt.Errorf("%s is not a chat directory", dir)
 	}
 	return p.acquire(ctx, image, dir, volume.Spec{Bytes: p.rt.cfg.SharedQuota, Inodes: p.rt.cfg.SharedInodes,
-		UID: uid, GID: gid, Mode: 0o700})
+		UID: uid, GID: gid, Mode: 0o700, Log: p.rt.log})
 }
 
 func (p *provisioner) ProvidePluginDir(pluginKey, dir string) error {
@@ -109,7 +109,7 @@ func (p *provisioner) ProvidePluginDir(pluginKey, dir string) error {
 		return fmt.Errorf("%s is not a plugin directory", dir)
 	}
 	return p.acquire(context.Background(), image, dir, volume.Spec{Bytes: p.rt.cfg.PluginDataQuota,
-		Inodes: p.rt.cfg.SharedInodes, UID: -1, Mode: 0o700, Journal: true})
+		Inodes: p.rt.cfg.SharedInodes, UID: -1, Mode: 0o700, Journal: true, Log: p.rt.log})
 }
 
 // acquire holds the volume at dir until close; a volume held already costs

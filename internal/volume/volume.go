@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,6 +47,9 @@ type Spec struct {
 	// Journal gives the filesystem a journal, for data that must survive
 	// a crash intact (plugin data); scratch space goes without.
 	Journal bool
+	// Log hears of a smaller Bytes that could not be applied (the content
+	// does not fit, or the volume is mounted); nil is slog.Default().
+	Log *slog.Logger
 }
 
 // Usage is what a volume holds.
@@ -87,8 +91,12 @@ func (v *Volume) Path() string { return v.path }
 // Acquire makes sure the image exists (created with spec when missing)
 // and is mounted at mountpoint (created if missing), and holds it until
 // Release. Files already in a plain mountpoint directory are moved into
-// the new volume. When the image is smaller than spec.Bytes it grows;
-// shrinking and inode counts apply only when the volume is next created.
+// the new volume. A spec.Bytes of 0 takes an existing volume as it is.
+// When the image is smaller than spec.Bytes it grows, online when it is
+// mounted. When it is larger, it shrinks as it is mounted (ext4 shrinks
+// only unmounted) if what it holds fits in spec.Bytes; otherwise it keeps
+// its size and spec.Log says why. The inode count is set when the volume
+// is created and grows and shrinks in proportion to its size.
 func Acquire(ctx context.Context, image, mountpoint string, spec Spec) (*Volume, error) {
 	if err := os.MkdirAll(filepath.Dir(image), 0o700); err != nil {
 		return nil, fmt.Errorf("volume %s: %w", image, err)
@@ -109,6 +117,10 @@ func Acquire(ctx context.Context, image, mountpoint string, spec Spec) (*Volume,
 			return nil, fmt.Errorf("volume %s: lock: %w", image, err)
 		}
 		if ok, err := mounted(mountpoint); err == nil && ok {
+			if fi, err := os.Stat(image); err == nil && spec.Bytes > 0 && fi.Size() > spec.Bytes {
+				spec.logger().Warn("a volume keeps its larger size while it is mounted; the smaller quota applies when no nekro process holds it",
+					"volume", image, "size", fi.Size(), "quota", spec.Bytes)
+			}
 			if err := v.adjust(ctx, spec); err != nil {
 				lock.Close()
 				return nil, fmt.Errorf("volume %s: %w", image, err)
@@ -155,6 +167,9 @@ func (v *Volume) setUp(ctx context.Context, spec Spec) error {
 		if err := grow(ctx, v.image, spec.Bytes, false); err != nil {
 			return err
 		}
+		if err := shrink(ctx, v.image, spec); err != nil {
+			return err
+		}
 		if err := mountMoving(ctx, v.image, v.path); err != nil {
 			return err
 		}
@@ -166,8 +181,12 @@ func (v *Volume) setUp(ctx context.Context, spec Spec) error {
 // mode (a chat's uid may have been reassigned).
 func (v *Volume) adjust(ctx context.Context, spec Spec) error {
 	if err := grow(ctx, v.image, spec.Bytes, true); err != nil {
-		return err
+		// Growing a mounted ext4 takes CAP_SYS_RESOURCE, which a container
+		// may lack; it grows offline when it is next mounted.
+		spec.logger().Warn("a mounted volume could not grow to its new quota; it grows when it is next mounted",
+			"volume", v.image, "quota", spec.Bytes, "err", err)
 	}
+
 	if spec.UID >= 0 {
 		if err := os.Chown(v.path, spec.UID, spec.GID); err != nil {
 			return err
@@ -215,7 +234,9 @@ func makeImage(ctx context.Context, image string, spec Spec) error {
 	return os.Rename(tmp, image)
 }
 
-// grow enlarges the image to size bytes (online when it is mounted).
+// grow enlarges the image to size bytes (online when it is mounted). A
+// failed grow leaves the image its old size, so the next attempt grows it
+// again.
 func grow(ctx context.Context, image string, size int64, online bool) error {
 	fi, err := os.Stat(image)
 	if err != nil || fi.Size() >= size {
@@ -224,11 +245,19 @@ func grow(ctx context.Context, image string, size int64, online bool) error {
 	if err := os.Truncate(image, size); err != nil {
 		return err
 	}
+	target, dev := image, ""
 	if online {
 		// The loop device must see the new size before the filesystem can.
-		if dev, err := loopDevice(image); err == nil {
+		if d, err := loopDevice(image); err == nil {
+			dev = d
 			exec.CommandContext(ctx, "losetup", "-c", dev).Run()
-			image = dev
+			target = dev
+		}
+	}
+	undo := func() {
+		os.Truncate(image, fi.Size())
+		if dev != "" {
+			exec.Command("losetup", "-c", dev).Run()
 		}
 	}
 	if !online {
@@ -237,17 +266,48 @@ func grow(ctx context.Context, image string, size int64, online bool) error {
 		out, err := exec.CommandContext(ctx, "e2fsck", "-f", "-p", image).CombinedOutput()
 		var ee *exec.ExitError
 		if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) { // 1: errors fixed
-			os.Truncate(image, fi.Size())
+			undo()
 			return fmt.Errorf("e2fsck: %v: %s", err, strings.TrimSpace(string(out)))
 		}
 	}
-	if out, err := exec.CommandContext(ctx, "resize2fs", image).CombinedOutput(); err != nil {
-		if !online {
-			os.Truncate(image, fi.Size()) // the next attempt grows it again
-		}
+	if out, err := exec.CommandContext(ctx, "resize2fs", target).CombinedOutput(); err != nil {
+		undo()
 		return fmt.Errorf("resize2fs: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+func (s Spec) logger() *slog.Logger {
+	if s.Log != nil {
+		return s.Log
+	}
+	return slog.Default()
+}
+
+// shrink makes the unmounted image spec.Bytes large when it is larger and
+// what it holds fits; when it does not fit, the image keeps its size and
+// spec.Log says so. resize2fs moves the blocks in use below the new end
+// first, and refuses a size below what the filesystem needs.
+func shrink(ctx context.Context, image string, spec Spec) error {
+	fi, err := os.Stat(image)
+	if err != nil || spec.Bytes <= 0 || fi.Size() <= spec.Bytes {
+		return err
+	}
+	out, err := exec.CommandContext(ctx, "e2fsck", "-f", "-p", image).CombinedOutput()
+	var ee *exec.ExitError
+	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) { // 1: errors fixed
+		return fmt.Errorf("e2fsck: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	kib := strconv.FormatInt(spec.Bytes>>10, 10) + "K"
+	if out, err := exec.CommandContext(ctx, "resize2fs", image, kib).CombinedOutput(); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		spec.logger().Warn("a volume holds more than its new quota and keeps its size until what it holds fits",
+			"volume", image, "size", fi.Size(), "quota", spec.Bytes, "resize2fs", strings.TrimSpace(string(out)))
+		return nil
+	}
+	return os.Truncate(image, spec.Bytes)
 }
 
 // mountImage mounts the ext4 image at dir through a loop device that goes

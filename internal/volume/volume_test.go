@@ -1,11 +1,14 @@
 package volume_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -211,4 +214,98 @@ func TestVolumeReleasedWhileInUseIsTheSameWhenAcquiredAgain(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, "open")); string(b) != "written while open; and after" {
 		t.Errorf("a write through the old mount's open file does not show in the new one: %q", b)
 	}
+}
+
+// A changed quota applies to an existing volume: it grows while mounted
+// (another holder asking for more), grows and shrinks as it is mounted
+// again, keeps what it holds, and a shrink below what it holds is refused
+// with a log line saying so, leaving the volume as it was.
+func TestVolumeQuotaChangesApplyToAnExistingVolume(t *testing.T) {
+	need(t)
+	base := t.TempDir()
+	img, dir := filepath.Join(base, "v.img"), filepath.Join(base, "v")
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	spec := func(mib int64) volume.Spec {
+		return volume.Spec{Bytes: mib << 20, Inodes: 1000, UID: -1, Mode: 0o700, Log: log}
+	}
+	limit := func(v *volume.Volume) int64 {
+		t.Helper()
+		u, err := v.Usage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.BytesLimit >> 20
+	}
+	content := bytes.Repeat([]byte("nekro"), 2<<20) // 10 MiB
+	v := acquire(t, img, dir, spec(32))
+	if err := os.WriteFile(filepath.Join(dir, "f"), content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Online: a second holder with a larger quota grows the mounted volume.
+	v2 := acquire(t, img, dir, spec(64))
+	if hasCapSysResource(t) {
+		if l := limit(v2); l < 60 || l > 64 {
+			t.Errorf("grown online to %d MiB, want about 64", l)
+		}
+	} else {
+		t.Log("no CAP_SYS_RESOURCE (a container's root): a mounted ext4 cannot grow; checking that it says so and grows when mounted again")
+		if l := limit(v2); l > 32 || !strings.Contains(logs.String(), "grows when it is next mounted") {
+			t.Errorf("a grow that could not happen online: %d MiB, log %s", l, logs.String())
+		}
+	}
+	// A smaller quota while mounted is only logged.
+	acquire(t, img, dir, spec(16)).Release()
+	if !strings.Contains(logs.String(), "keeps its larger size while it is mounted") {
+		t.Errorf("no log of a shrink postponed while mounted: %s", logs.String())
+	}
+	v2.Release()
+	v.Release()
+	v = acquire(t, img, dir, spec(64))
+	if l := limit(v); l < 60 || l > 64 {
+		t.Errorf("grown to %d MiB as it was mounted again, want about 64", l)
+	}
+	v.Release()
+
+	// Mounted again with a smaller quota that what it holds fits: shrunk.
+	v = acquire(t, img, dir, spec(16))
+	if l := limit(v); l < 12 || l > 16 {
+		t.Errorf("shrunk to %d MiB, want about 16", l)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "f")); err != nil || !bytes.Equal(b, content) {
+		t.Errorf("the content changed by the shrink: %v", err)
+	}
+	v.Release()
+	if fi, _ := os.Stat(img); fi.Size() != 16<<20 {
+		t.Errorf("image is %d bytes after the shrink", fi.Size())
+	}
+
+	// A quota below what it holds: refused, said, nothing lost.
+	logs.Reset()
+	v = acquire(t, img, dir, spec(4))
+	if l := limit(v); l < 12 || l > 16 {
+		t.Errorf("a refused shrink left %d MiB, want the 16 it had", l)
+	}
+	if !strings.Contains(logs.String(), "holds more than its new quota") {
+		t.Errorf("no log of the refused shrink: %s", logs.String())
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "f")); err != nil || !bytes.Equal(b, content) {
+		t.Errorf("the content changed by a refused shrink: %v", err)
+	}
+}
+
+// hasCapSysResource reports whether this process may resize a mounted
+// ext4 (CAP_SYS_RESOURCE, bit 24 of the effective set).
+func hasCapSysResource(t *testing.T) bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if hex, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+			return err == nil && caps&(1<<24) != 0
+		}
+	}
+	return false
 }
