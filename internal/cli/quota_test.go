@@ -10,23 +10,28 @@ import (
 	"github.com/nekro-go/nekro/internal/volume"
 )
 
-// --shared-quota changed between two runs of nekro serve applies to a
-// chat whose volume exists: it grows, it shrinks when what the chat left
-// fits, and otherwise the volume keeps its size and the log says why.
+// --shared-quota and --shared-inodes changed between two runs of nekro
+// serve apply to a chat whose volume exists: it grows, it shrinks when
+// what the chat left fits, and otherwise the volume keeps its size and
+// the log says why.
 func TestSharedQuotaAppliesToExistingChats(t *testing.T) {
 	if err := volume.Available(); err != nil {
 		t.Skip("volumes are off here, so there is no quota to change:", err)
 	}
 	data := testutil.DataDir(t)
-	// total runs code in chat q under the quota and returns the size of
-	// its /app/shared in MiB, and the server's log.
-	total := func(quota, code string) (int, string) {
+	// total runs code in chat q under the quota and returns what it
+	// printed last (by default the size of its /app/shared in MiB), and
+	// the server's log.
+	total := func(quota, code string, env ...string) (int, string) {
 		t.Helper()
-		s := testutil.Serve(t, data, "tok-quota", "NEKRO_SHARED_QUOTA="+quota)
+		s := testutil.Serve(t, data, "tok-quota", append(env, "NEKRO_SHARED_QUOTA="+quota)...)
 		defer s.Stop()
-		st, body := s.API("POST", "/api/chats/q/exec", map[string]string{"code": code + `
+		if !strings.Contains(code, "print(") {
+			code += `
 import shutil
-print(shutil.disk_usage("/app/shared").total >> 20)`})
+print(shutil.disk_usage("/app/shared").total >> 20)`
+		}
+		st, body := s.API("POST", "/api/chats/q/exec", map[string]string{"code": code})
 		var res struct {
 			Output string `json:"output"`
 		}
@@ -34,12 +39,12 @@ print(shutil.disk_usage("/app/shared").total >> 20)`})
 			t.Fatalf("exec with quota %s: %d %s\n%s", quota, st, body, s.Logs)
 		}
 		lines := strings.Fields(res.Output)
-		var mib int
+		var n int
 		if len(lines) > 0 {
-			json.Unmarshal([]byte(lines[len(lines)-1]), &mib)
+			json.Unmarshal([]byte(lines[len(lines)-1]), &n)
 		}
 		s.Stop()
-		return mib, s.Logs.String()
+		return n, s.Logs.String()
 	}
 	if mib, logs := total("32MiB", `open("/app/shared/ten", "wb").write(b"x" * (10 << 20))`); mib < 28 || mib > 32 {
 		t.Fatalf("a new volume of 32MiB is %d MiB\n%s", mib, logs)
@@ -53,5 +58,11 @@ print(shutil.disk_usage("/app/shared").total >> 20)`})
 	mib, logs := total("4MiB", `assert len(open("/app/shared/ten", "rb").read()) == 10 << 20`)
 	if mib < 18 || mib > 24 || !strings.Contains(logs, "holds more than its new quota") {
 		t.Errorf("a quota below what the chat holds: %d MiB, want the 24 it had and a log line\n%s", mib, logs)
+	}
+	files, logs := total("24MiB", `import os
+print(os.statvfs("/app/shared").f_files)
+assert len(open("/app/shared/ten", "rb").read()) == 10 << 20`, "NEKRO_SHARED_INODES=3000")
+	if files < 2700 || files > 3300 {
+		t.Errorf("--shared-inodes 3000 gave the existing volume %d files\n%s", files, logs)
 	}
 }

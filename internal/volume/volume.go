@@ -95,8 +95,11 @@ func (v *Volume) Path() string { return v.path }
 // When the image is smaller than spec.Bytes it grows, online when it is
 // mounted. When it is larger, it shrinks as it is mounted (ext4 shrinks
 // only unmounted) if what it holds fits in spec.Bytes; otherwise it keeps
-// its size and spec.Log says why. The inode count is set when the volume
-// is created and grows and shrinks in proportion to its size.
+// its size and spec.Log says why. A resize changes the inode count in
+// proportion (ext4 fixes the count per block group); when that count
+// would be more than a tenth off spec.Inodes, the volume is instead
+// rebuilt to spec as it is mounted (its files copied into a new image),
+// again only if they fit.
 func Acquire(ctx context.Context, image, mountpoint string, spec Spec) (*Volume, error) {
 	if err := os.MkdirAll(filepath.Dir(image), 0o700); err != nil {
 		return nil, fmt.Errorf("volume %s: %w", image, err)
@@ -162,6 +165,14 @@ func (v *Volume) setUp(ctx context.Context, spec Spec) error {
 		if _, err := os.Stat(v.image); errors.Is(err, os.ErrNotExist) {
 			if err := makeImage(ctx, v.image, spec); err != nil {
 				return err
+			}
+		} else if sb, err := readSuperblock(ctx, v.image); err != nil {
+			spec.logger().Warn("a volume's inode count could not be read; it stays as it is", "volume", v.image, "err", err)
+		} else if needsRebuild(sb, spec) {
+			if rebuilt, err := rebuild(ctx, v.image, v.path, spec, sb); err != nil {
+				return err
+			} else if !rebuilt {
+				spec.Bytes = max(spec.Bytes, sb.blocks*sb.blockSize) // said why already: grow only
 			}
 		}
 		if err := grow(ctx, v.image, spec.Bytes, false); err != nil {
