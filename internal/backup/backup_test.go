@@ -136,6 +136,23 @@ print("done")`); !strings.Contains(out, `done\n`) {
 		t.Errorf("the archive is %d bytes", fi.Size())
 	}
 
+	// Stopped, its volumes unmounted: backup mounts them to read them, and
+	// leaves none mounted.
+	stopped := filepath.Join(filepath.Dir(data), "stopped.tar.gz")
+	if r := testutil.RunNekro(t, nil, "backup", "--data", data, stopped); r.Code != 0 {
+		t.Fatalf("backup of a stopped instance: %+v", r)
+	}
+	found := false
+	for _, h := range listArchive(t, stopped) {
+		found = found || strings.HasSuffix(h.Name, "/result.txt")
+	}
+	if !found {
+		t.Errorf("the backup of the stopped instance lacks the chat's shared file")
+	}
+	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); bytes.Contains(mounts, []byte(data+"/")) {
+		t.Errorf("volumes of %s are still mounted after the backup", data)
+	}
+
 	// Restore refuses a data directory that is not empty.
 	if r := testutil.RunNekro(t, nil, "restore", "--data", data, archive); r.Code == 0 || !strings.Contains(r.Stderr, "not empty") {
 		t.Errorf("restore over the original: %+v", r)
