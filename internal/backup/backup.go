@@ -87,6 +87,9 @@ type Options struct {
 // snapshot stands for them).
 var skipped = []string{"volumes", "runs", "python", databaseName, databaseName + "-wal", databaseName + "-shm"}
 
+// volumeWait bounds the wait for one volume.
+const volumeWait = 30 * time.Second
+
 // volumeAreas are the top-level directories whose subdirectories may be
 // volumes.
 var volumeAreas = []string{"uploads", "sandboxes", "plugins"}
@@ -290,8 +293,17 @@ func mountVolumes(ctx context.Context, layout files.Layout) (release func(), err
 			if err := volume.Available(); err != nil {
 				return release, fmt.Errorf("%s is a volume, and this process cannot mount it: %w", dir, err)
 			}
-			// Bytes 0 and UID -1: take the volume as it is.
-			v, err := volume.Acquire(ctx, image, dir, volume.Spec{UID: -1})
+			// Bytes 0 and UID -1: take the volume as it is. A volume
+			// another process holds but this one does not see mounted
+			// (nekro serve in a mount namespace of its own) would be
+			// waited for forever: give up with what to do.
+			actx, cancel := context.WithTimeout(ctx, volumeWait)
+			v, err := volume.Acquire(actx, image, dir, volume.Spec{UID: -1})
+			cancel()
+			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+				return release, fmt.Errorf("%s: another nekro process holds this volume, but it is not mounted in this process's mount namespace: "+
+					"run nekro backup in nekro serve's (nsenter -t PID -m; docs/install.md)", dir)
+			}
 			if err != nil {
 				return release, err
 			}
