@@ -166,7 +166,7 @@ func (v *Volume) setUp(ctx context.Context, spec Spec) error {
 			if err := makeImage(ctx, v.image, spec); err != nil {
 				return err
 			}
-		} else if sb, err := readSuperblock(ctx, v.image); err != nil {
+		} else if sb, err := readSuperblock(v.image); err != nil {
 			spec.logger().Warn("a volume's inode count could not be read; it stays as it is", "volume", v.image, "err", err)
 		} else if needsRebuild(sb, spec) {
 			if rebuilt, err := rebuild(ctx, v.image, v.path, spec, sb); err != nil {
