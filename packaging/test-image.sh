@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 source .ci/docker.sh
 export DOCKER_HOST="$NEKRO_TEST_DOCKER_HOST"
 
-CGO_ENABLED=0 go build -o bin/nekro ./cmd/nekro
+CGO_ENABLED=0 make build
 packaging/debootstrap-base.sh nekro-base:local
 docker build --network host --build-arg BASE=nekro-base:local -f packaging/Dockerfile -t nekro:local .
 

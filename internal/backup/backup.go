@@ -20,6 +20,7 @@ package backup
 
 import (
 	"archive/tar"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"database/sql"
@@ -31,7 +32,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -79,6 +79,8 @@ type Options struct {
 	// directory's SQLite file, or PostgreSQL's URL (see Create).
 	DatabaseURL string
 	Log         *slog.Logger
+	// Version names the binary making the backup, for the manifest.
+	Version string
 }
 
 // skipped are the data directory's top-level names an archive leaves out:
@@ -160,7 +162,7 @@ func Create(ctx context.Context, opts Options, w io.Writer) (Manifest, error) {
 		return Manifest{}, fmt.Errorf("backup: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	m := Manifest{Format: Format, Version: buildVersion(), Created: time.Now().UTC(), Database: DatabasePostgres}
+	m := Manifest{Format: Format, Version: cmp.Or(opts.Version, "unknown"), Created: time.Now().UTC(), Database: DatabasePostgres}
 	snapshot := filepath.Join(tmp, databaseName)
 	if !postgres {
 		if _, err := os.Stat(layout.Database()); err != nil {
@@ -419,19 +421,4 @@ type zeros struct{}
 func (zeros) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
-}
-
-// buildVersion is the running binary's module version and commit.
-func buildVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := bi.Main.Version
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" {
-			v += " " + s.Value
-		}
-	}
-	return v
 }

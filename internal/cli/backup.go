@@ -25,7 +25,8 @@ version: nekro backup then archives the data directory only. Restore with
 nekro restore FILE --data NEWDIR.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := backup.CreateFile(cmd.Context(), backup.Options{DataDir: g.dataDir, DatabaseURL: g.database, Log: g.logger()}, args[0])
+			m, err := backup.CreateFile(cmd.Context(), backup.Options{DataDir: g.dataDir, DatabaseURL: g.database, Log: g.logger(),
+				Version: versionLine(readVersion())}, args[0])
 			if err != nil {
 				return err
 			}
