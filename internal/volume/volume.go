@@ -166,6 +166,10 @@ func (v *Volume) setUp(ctx context.Context, spec Spec) error {
 			if err := makeImage(ctx, v.image, spec); err != nil {
 				return err
 			}
+		} else if err := v.awaitDetached(ctx, spec); err != nil {
+			spec.logger().Warn("a volume is still attached to a loop device of an ending process (a sandbox that kept it bound): its quota and inode changes wait for its next mount",
+				"volume", v.image, "err", err)
+			spec.Bytes, spec.Inodes = 0, 0 // no offline resize of a filesystem mounted elsewhere
 		} else if sb, err := readSuperblock(v.image); err != nil {
 			spec.logger().Warn("a volume's inode count could not be read; it stays as it is", "volume", v.image, "err", err)
 		} else if needsRebuild(sb, spec) {
@@ -175,7 +179,7 @@ func (v *Volume) setUp(ctx context.Context, spec Spec) error {
 				spec.Bytes = max(spec.Bytes, sb.blocks*sb.blockSize) // said why already: grow only
 			}
 		}
-		if err := grow(ctx, v.image, spec.Bytes, false); err != nil {
+		if err := grow(ctx, v.image, spec.Bytes, false); err != nil { // no-op when spec.Bytes is 0
 			return err
 		}
 		if err := shrink(ctx, v.image, spec); err != nil {
@@ -266,6 +270,11 @@ func grow(ctx context.Context, image string, size int64, online bool) error {
 		}
 	}
 	undo := func() {
+		// Back to the old size only when the filesystem did not grow
+		// (a resize2fs that failed part way may have).
+		if sb, err := readSuperblock(image); err != nil || sb.blocks*sb.blockSize > fi.Size() {
+			return
+		}
 		os.Truncate(image, fi.Size())
 		if dev != "" {
 			exec.Command("losetup", "-c", dev).Run()
@@ -316,6 +325,13 @@ func shrink(ctx context.Context, image string, spec Spec) error {
 		}
 		spec.logger().Warn("a volume holds more than its new quota and keeps its size until what it holds fits",
 			"volume", image, "size", fi.Size(), "quota", spec.Bytes, "resize2fs", strings.TrimSpace(string(out)))
+		return nil
+	}
+	// Never cut the image below its filesystem (a resize2fs that did
+	// less than asked would leave a filesystem longer than its device).
+	if sb, err := readSuperblock(image); err != nil || sb.blocks*sb.blockSize > spec.Bytes {
+		spec.logger().Warn("a volume's filesystem did not shrink to its new quota; the image keeps its size",
+			"volume", image, "quota", spec.Bytes, "err", err)
 		return nil
 	}
 	return os.Truncate(image, spec.Bytes)
@@ -596,4 +612,66 @@ func Move(image, mountpoint, newImage, newMountpoint string) error {
 		}
 	}
 	return nil
+}
+
+// detachWait bounds how long a volume's set-up waits for the loop device
+// of an ending process to go before it skips the offline resize.
+const detachWait = 30 * time.Second
+
+// awaitDetached waits, when the image must be resized offline, until no
+// loop device holds it. The mount table of this process's namespace says
+// nothing of others: a sandbox of a nekro that exited keeps the volume
+// bound, and so mounted, until it ends, and resizing (or truncating) an
+// image whose filesystem is mounted elsewhere corrupts it when that
+// mount's superblock is written back. Loop devices are global, so they
+// tell. An image that needs no resize is not looked at (no cost on the
+// common path).
+func (v *Volume) awaitDetached(ctx context.Context, spec Spec) error {
+	fi, err := os.Stat(v.image)
+	if err != nil {
+		return err
+	}
+	if spec.Bytes <= 0 || fi.Size() == spec.Bytes {
+		if sb, err := readSuperblock(v.image); err != nil || !needsRebuild(sb, spec) {
+			return nil
+		}
+	}
+	deadline := time.Now().Add(detachWait)
+	for {
+		dev, err := attachedLoop(v.image)
+		if err != nil || dev == "" {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still attached to %s after %s", dev, detachWait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// attachedLoop returns the loop device whose backing file is image, or ""
+// (read from sysfs: no process started).
+func attachedLoop(image string) (string, error) {
+	abs, err := filepath.Abs(image)
+	if err != nil {
+		return "", err
+	}
+	files, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	if err != nil {
+		return "", err
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // detached meanwhile
+		}
+		if strings.TrimSuffix(strings.TrimSpace(string(b)), " (deleted)") == abs {
+			return filepath.Base(filepath.Dir(filepath.Dir(f))), nil
+		}
+	}
+	return "", nil
 }
