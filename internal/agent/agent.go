@@ -79,7 +79,17 @@ type Config struct {
 	Python string
 	// ModelGroups are the operator's models besides the turns' own
 	// ("chat"), by group name ("vision", ...), for plugins' Ctx.AskModel.
+	// Ignored when Router is set.
 	ModelGroups map[string]llm.Model
+	// Router, when set, chooses the model of every request (turns, and
+	// plugins' Ctx.AskModel) by group, following fallbacks, read anew for
+	// each request (internal/models); the model given to New is then
+	// unused.
+	Router llm.Router
+	// Persona, when set, returns the persona a chat's turns speak as
+	// (its text joins the system prompt, its language the prompt's fixed
+	// parts and the notices users read); nil or an error: none, English.
+	Persona func(ctx context.Context, chatKey string) (Persona, error)
 	// Observer, when set, is told how every turn ended (nekro's metrics).
 	Observer TurnObserver
 	Log      *slog.Logger
@@ -90,7 +100,7 @@ type Agent struct {
 	cfg     Config
 	plugins *host.Host // runs the code, with the plugins' hooks and methods
 	chats   *chat.Service
-	model   llm.Model
+	router  llm.Router
 	log     *slog.Logger
 
 	base       context.Context // parent of every turn; cancelled by Shutdown's deadline
@@ -136,8 +146,12 @@ func New(h *host.Host, chats *chat.Service, model llm.Model, cfg Config) *Agent 
 	if model == nil {
 		model = llm.None{Reason: llm.ErrNoModel}
 	}
+	router := cfg.Router
+	if router == nil {
+		router = llm.Static{Default: model, Groups: cfg.ModelGroups}
+	}
 	base, cancel := context.WithCancel(context.Background())
-	a := &Agent{cfg: cfg, plugins: h, chats: chats, model: model, log: cfg.Log, base: base, cancelBase: cancel,
+	a := &Agent{cfg: cfg, plugins: h, chats: chats, router: router, log: cfg.Log, base: base, cancelBase: cancel,
 		turnSlots: make(chan struct{}, cfg.MaxConcurrentTurns), state: map[string]*chatState{},
 		stopPoll: make(chan struct{}), stopHB: make(chan struct{})}
 	python := cfg.Python
@@ -146,6 +160,9 @@ func New(h *host.Host, chats *chat.Service, model llm.Model, cfg Config) *Agent 
 	}
 	a.isPython = pythonParses(python)
 	chats.OnWake(a.wake)
+	chats.SetRecoveryNotice(func(ctx context.Context, chatKey string) string {
+		return notices[langOf(a.persona(ctx, chatKey).Lang)]
+	})
 	h.OnPush(a.PushSystem)
 	return a
 }
@@ -202,10 +219,9 @@ func (a *Agent) PushSystem(ctx context.Context, chatKey, text string, trigger bo
 // ModelError returns nil when a model is configured, else why not and
 // how to configure one.
 func (a *Agent) ModelError() error {
-	if n, ok := a.model.(llm.None); ok {
-		return n.Reason
-	}
-	return nil
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return a.router.Ready(ctx)
 }
 
 // Incoming is a user's message.
@@ -339,7 +355,7 @@ func (a *Agent) Prompt(ctx context.Context, chatKey, userID string) ([]llm.ChatM
 	for i := len(history) - 1; i >= 0 && history[i].Role == chat.User; i-- {
 		answering = append([]chat.Message{history[i]}, answering...)
 	}
-	return TurnPrompt(a.plugins.ChatView(ctx, chatKey, userID), chatKey, history, answering), nil
+	return TurnPromptFor(a.plugins.ChatView(ctx, chatKey, userID), a.persona(ctx, chatKey), chatKey, history, answering), nil
 }
 
 // Exec runs code in the chat's sandbox without a model (the API's

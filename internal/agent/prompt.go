@@ -34,11 +34,24 @@ How the sandbox works:
 // depend only on the binary, the host and the enabled plugins, so the
 // message is byte-identical across requests.
 func SystemPrompt(packages, methodDocs string) string {
+	return SystemPromptFor(Persona{}, packages, methodDocs)
+}
+
+// SystemPromptFor is SystemPrompt for a chat with persona p: the runtime
+// contract in p's language, then p's text, then the plugins' method docs.
+// It too is byte-identical across a chat's requests while the operator
+// does not edit the persona.
+func SystemPromptFor(p Persona, packages, methodDocs string) string {
 	if packages == "" {
 		packages = sandbox.PackagesSentence(nil)
 	}
+	contract := runtimeContract
+	if p.Lang == LangChinese {
+		contract = runtimeContractZH
+	}
 	var b strings.Builder
-	b.WriteString(strings.Replace(runtimeContract, "PACKAGES", packages, 1))
+	b.WriteString(strings.Replace(contract, "PACKAGES", packages, 1))
+	b.WriteString(personaBlock(p))
 	b.WriteString("\n<plugins>\n")
 	b.WriteString(methodDocs)
 	b.WriteString("</plugins>\n")
@@ -48,8 +61,13 @@ func SystemPrompt(packages, methodDocs string) string {
 // TurnPrompt is a turn's first request: the system prompt with the methods
 // of the chat's view, then the plugins' injected context and the history.
 func TurnPrompt(view host.ChatView, chatKey string, history, answering []chat.Message) []llm.ChatMessage {
+	return TurnPromptFor(view, Persona{}, chatKey, history, answering)
+}
+
+// TurnPromptFor is TurnPrompt for a chat with persona p.
+func TurnPromptFor(view host.ChatView, p Persona, chatKey string, history, answering []chat.Message) []llm.ChatMessage {
 	return []llm.ChatMessage{
-		llm.TextMessage("system", SystemPrompt(view.Packages, view.MethodDocs)),
+		llm.TextMessage("system", SystemPromptFor(p, view.Packages, view.MethodDocs)),
 		llm.TextMessage("user", view.Context+HistoryPrompt(chatKey, history, answering)),
 	}
 }

@@ -216,10 +216,10 @@ func (a *Agent) claimAndRun(chatKey string, st *chatState) error {
 		switch {
 		case errors.Is(context.Cause(ctx), errLeaseLost):
 			turn.Status, turn.Error = chat.TurnInterrupted, "stopped: "+errLeaseLost.Error()
-			end = chat.TurnEnd{Note: "nekro: the turn was stopped: the database did not answer for too long.", Retry: true}
+			end.Note, end.Retry = "nekro: the turn was stopped: the database did not answer for too long.", true
 		case a.base.Err() != nil:
 			turn.Status, turn.Error = chat.TurnInterrupted, "stopped: nekro is shutting down"
-			end = chat.TurnEnd{Note: "nekro: the turn was stopped: nekro is shutting down.", Retry: true}
+			end.Note, end.Retry = "nekro: the turn was stopped: nekro is shutting down.", true
 		}
 	}
 	// Record the end even when the turn's context is gone.

@@ -27,6 +27,14 @@ import (
 func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Message) (sandboxTime time.Duration, end chat.TurnEnd) {
 	chatKey := turn.ChatKey
 	log := a.log.With("chat", chatKey, "turn", turn.ID)
+	persona := a.persona(ctx, chatKey)
+	// A turn that does not answer tells the chat's users so, once, in
+	// words for them; the details stay in the note and the turn's record.
+	defer func() {
+		if turn.Status != chat.TurnDone {
+			end.Notice = notices[langOf(persona.Lang)]
+		}
+	}()
 	fail := func(status, format string, args ...any) {
 		turn.Status, turn.Error = status, fmt.Sprintf(format, args...)
 		if ctx.Err() != nil && status == chat.TurnFailed {
@@ -73,10 +81,13 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 		turn.Requests += int(pluginUse.requests.Load())
 		turn.ModelUS += pluginUse.micros.Load()
 	}()
-	msgs := TurnPrompt(view, chatKey, history, claimed)
+	msgs := TurnPromptFor(view, persona, chatKey, history, claimed)
 	for i := 1; i <= a.cfg.MaxIterations; i++ {
-		comp, err := a.model.Complete(ctx, msgs)
+		comp, err := a.router.Route(ctx, "", msgs)
 		turn.Requests++
+		if comp.Group != "" {
+			turn.ModelGroup = comp.Group
+		}
 		turn.ModelUS += comp.Duration.Microseconds()
 		if err != nil {
 			fail(chat.TurnFailed, "the model did not answer: %v", err)
@@ -295,17 +306,10 @@ type modelUse struct {
 // counting into use when not nil.
 func (a *Agent) askModel(use *modelUse) func(ctx context.Context, group string, parts []plugin.ContentPart) (string, error) {
 	return func(ctx context.Context, group string, parts []plugin.ContentPart) (string, error) {
-		m := a.model
-		if group != "chat" {
-			var ok bool
-			if m, ok = a.cfg.ModelGroups[group]; !ok {
-				return "", fmt.Errorf("no model group %q is configured (set NEKRO_LLM_%s_MODEL)", group, strings.ToUpper(group))
-			}
-		}
 		if len(parts) == 0 {
 			return "", fmt.Errorf("the question is empty")
 		}
-		comp, err := m.Complete(ctx, []llm.ChatMessage{{Role: "user", Content: llm.Content{Parts: parts}}})
+		comp, err := a.router.Route(ctx, group, []llm.ChatMessage{{Role: "user", Content: llm.Content{Parts: parts}}})
 		if use != nil {
 			use.requests.Add(int64(max(comp.Attempts, 1)))
 			use.micros.Add(comp.Duration.Microseconds())

@@ -31,8 +31,10 @@ import (
 	"github.com/nekro-go/nekro/internal/kv/kvopen"
 	"github.com/nekro-go/nekro/internal/mcp"
 	"github.com/nekro-go/nekro/internal/metrics"
+	"github.com/nekro-go/nekro/internal/models"
 	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/pluginstate"
+	"github.com/nekro-go/nekro/internal/presets"
 	"github.com/nekro-go/nekro/internal/pyplugin"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/schedule"
@@ -114,8 +116,14 @@ type App struct {
 	// Metrics are what GET /metrics serves: the runtime, the agent and the
 	// model report into them.
 	Metrics *metrics.Metrics
-	// Model is the configured model's name, "" when none.
+	// Model is the default model group's model when nekro opened, ""
+	// when none.
 	Model string
+	// Models are the operator's model groups, in the database: the
+	// agent's router, and what /api/models edits.
+	Models *models.Store
+	// Presets are the operator's personas and each chat's choice.
+	Presets *presets.Store
 	// PythonFailed says, per file, why a Python plugin did not load.
 	PythonFailed map[string]error
 	// Python is the loaded Python plugins and their processes.
@@ -255,39 +263,47 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		a.closers = append(a.closers, func(context.Context) error { py.StopWatching(); return nil })
 	}
 
-	var model llm.Model
 	ac := cfg.Agent
 	if ac.Log == nil {
 		ac.Log = cfg.Log
 	}
-	if err := cfg.LLM.Check(); err != nil {
-		model = llm.None{Reason: err}
-		if !errors.Is(err, llm.ErrNoModel) || cfg.LLM.BaseURL != "" || cfg.LLM.Model != "" {
-			cfg.Log.Warn("model configuration incomplete", "err", err)
-		}
-	} else {
-		c, err := llm.NewClient(cfg.LLM)
-		if err != nil {
-			return nil, err
-		}
-		model, a.Model = observedModel{c, a.Metrics}, c.Model()
+	// The model groups live in the database, seeded by the environment
+	// (NEKRO_LLM_*) until the operator edits them; every request reads
+	// the current ones, so edits need no restart.
+	if a.Models, err = models.Open(ctx, a.DB, models.Options{
+		Client: llm.Config{Timeout: cfg.LLM.Timeout, MaxRetries: cfg.LLM.MaxRetries, RetryBase: cfg.LLM.RetryBase,
+			HTTPClient: cfg.LLM.HTTPClient},
+		Wrap: func(m llm.Model) llm.Model { return observedModel{m, a.Metrics} },
+		Log:  cfg.Log,
+	}); err != nil {
+		return nil, err
 	}
-	for name, gc := range cfg.ModelGroups {
-		if err := gc.Check(); err != nil {
-			cfg.Log.Warn("model group left out: its configuration is incomplete", "group", name, "err", err)
-			continue
+	a.closers = append(a.closers, func(context.Context) error { return a.Models.Close() })
+	if err := a.Models.Seed(ctx, models.FromConfigs(cfg.LLM, cfg.ModelGroups, cfg.Log)); err != nil {
+		return nil, fmt.Errorf("model groups from the environment: %w", err)
+	}
+	if set, err := a.Models.Get(ctx); err == nil {
+		for _, g := range set.Groups {
+			if g.Name == set.Default {
+				a.Model = g.Model
+			}
 		}
-		c, err := llm.NewClient(gc)
-		if err != nil {
-			return nil, fmt.Errorf("model group %s: %w", name, err)
+	}
+	ac.Router = a.Models
+	// Personas: each chat's choice, else the default.
+	if a.Presets, err = presets.Open(ctx, a.DB); err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, func(context.Context) error { return a.Presets.Close() })
+	ac.Persona = func(ctx context.Context, chatKey string) (agent.Persona, error) {
+		p, ok, err := a.Presets.ForChat(ctx, chatKey)
+		if err != nil || !ok {
+			return agent.Persona{}, err
 		}
-		if ac.ModelGroups == nil {
-			ac.ModelGroups = map[string]llm.Model{}
-		}
-		ac.ModelGroups[name] = observedModel{c, a.Metrics}
+		return agent.Persona{Name: p.Name, Content: p.Content, Lang: p.Lang}, nil
 	}
 	ac.Observer = a.Metrics
-	a.Agent = agent.New(a.Host, a.Chats, model, ac)
+	a.Agent = agent.New(a.Host, a.Chats, nil, ac)
 	a.Metrics.Gauge("nekro_turn_queue_depth", "Chats whose messages wait for a turn.",
 		func() float64 { return float64(a.Agent.QueueDepth()) })
 	a.Metrics.Gauge("nekro_warm_spares", "Started sandboxes waiting for their chat's next run.",

@@ -70,13 +70,17 @@ const (
 
 // Turn is one answer of the assistant to the user messages it claimed.
 type Turn struct {
-	ID         int64     `json:"id"`
-	ChatKey    string    `json:"chat_key"`
-	Status     string    `json:"status"`
-	Error      string    `json:"error,omitempty"`
-	Iterations int       `json:"iterations"`     // sandbox runs
-	Requests   int       `json:"model_requests"` // model requests
-	ModelUS    int64     `json:"model_us"`       // time spent waiting for the model, µs
+	ID         int64  `json:"id"`
+	ChatKey    string `json:"chat_key"`
+	Status     string `json:"status"`
+	Error      string `json:"error,omitempty"`
+	Iterations int    `json:"iterations"`     // sandbox runs
+	Requests   int    `json:"model_requests"` // model requests
+	ModelUS    int64  `json:"model_us"`       // time spent waiting for the model, µs
+	// ModelGroup is the model group that answered the turn's last model
+	// request ("" when none answered): another than the default one when
+	// the default failed and its fallback answered.
+	ModelGroup string    `json:"model_group,omitempty"`
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
 }

@@ -116,9 +116,18 @@ func (s *Service) ClaimTurn(ctx context.Context, chatKey string) (*Turn, []Messa
 
 // TurnEnd is what EndTurn does besides recording how the turn ended.
 type TurnEnd struct {
-	// Note, when not empty, is stored as a system message of the turn
-	// for the chat's users: why the turn failed, what happens now.
+	// Note, when not empty, is stored as a system message of the turn:
+	// why the turn failed, what happens now, for the model's later turns
+	// and the operator (it may name the host's internals; the API shows
+	// system messages to operators only).
 	Note string
+	// Notice, when not empty, is what the chat's users read (an
+	// assistant message, which chat platforms deliver) when the turn
+	// stored no answer and hands no message back to the next turn: one
+	// short sentence saying the assistant could not answer, with no
+	// internals. A turn whose messages the next turn answers says
+	// nothing to the users: the answer is on its way.
+	Notice string
 	// Retry hands the messages the turn claimed back to the chat, to be
 	// claimed by the next turn, unless the turn stored an answer (an
 	// assistant message) or the messages were claimed MaxClaims times:
@@ -147,8 +156,8 @@ func (s *Service) EndTurn(ctx context.Context, t *Turn, end TurnEnd) (released i
 	defer tx.Rollback()
 	finished := time.Now().UTC().Truncate(time.Microsecond)
 	res, err := tx.ExecContext(ctx, `UPDATE chat_turns SET status = $1, error = $2, iterations = $3, requests = $4,
-		model_us = $5, finished_at = $6 WHERE id = $7 AND status = $8 AND owner = $9`,
-		t.Status, t.Error, t.Iterations, t.Requests, t.ModelUS, micros(finished), t.ID, TurnRunning, s.replica)
+		model_us = $5, finished_at = $6, model_group = $10 WHERE id = $7 AND status = $8 AND owner = $9`,
+		t.Status, t.Error, t.Iterations, t.Requests, t.ModelUS, micros(finished), t.ID, TurnRunning, s.replica, t.ModelGroup)
 	if err != nil {
 		return 0, fmt.Errorf("finish turn %d: %w", t.ID, err)
 	}
@@ -165,8 +174,8 @@ func (s *Service) EndTurn(ctx context.Context, t *Turn, end TurnEnd) (released i
 		return 0, fmt.Errorf("finish turn %d: %w", t.ID, err)
 	}
 	t.FinishedAt = finished
-	if note != nil {
-		s.publish(Event{Type: EventMessage, ChatKey: note.ChatKey, Message: note})
+	for _, m := range note {
+		s.publish(Event{Type: EventMessage, ChatKey: m.ChatKey, Message: m})
 	}
 	cp := *t
 	s.publish(Event{Type: EventTurn, ChatKey: t.ChatKey, Turn: &cp})
@@ -179,7 +188,7 @@ func (s *Service) EndTurn(ctx context.Context, t *Turn, end TurnEnd) (released i
 // with its replica (counted) counts towards its messages' MaxClaims; one
 // its live owner hands back (the database failed, the replica stops)
 // does not.
-func (s *Service) settle(ctx context.Context, tx *sql.Tx, id int64, chatKey string, end TurnEnd, counted bool) (*Message, int, error) {
+func (s *Service) settle(ctx context.Context, tx *sql.Tx, id int64, chatKey string, end TurnEnd, counted bool) ([]*Message, int, error) {
 	text := end.Note
 	add := func(more string) {
 		if text != "" {
@@ -188,12 +197,14 @@ func (s *Service) settle(ctx context.Context, tx *sql.Tx, id int64, chatKey stri
 		text += more
 	}
 	released := 0
-	if end.Retry {
-		var answered bool
+	var answered bool
+	if end.Retry || end.Notice != "" {
 		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM chat_messages
 			WHERE chat_key = $1 AND turn_id = $2 AND role = 'assistant')`, chatKey, id).Scan(&answered); err != nil {
 			return nil, 0, err
 		}
+	}
+	if end.Retry {
 		if answered {
 			add("It was cut off after it had begun answering, so it is not answered again: ask again if the answer is incomplete.")
 		} else {
@@ -221,18 +232,25 @@ func (s *Service) settle(ctx context.Context, tx *sql.Tx, id int64, chatKey stri
 			}
 		}
 	}
-	if text == "" {
-		return nil, released, nil
+	var notes []*Message
+	if text != "" {
+		m := &Message{ChatKey: chatKey, Role: System, SenderID: SystemID, SenderName: "SYSTEM", Text: TruncateText(text)}
+		notes = append(notes, m)
 	}
-	m := Message{ChatKey: chatKey, Role: System, SenderID: SystemID, SenderName: "SYSTEM", Text: TruncateText(text),
-		Attachments: []Attachment{}, TurnID: id, Time: time.Now().UTC().Truncate(time.Microsecond)}
-	if err := tx.QueryRowContext(ctx, `INSERT INTO chat_messages
-		(chat_key, role, sender_id, sender_name, text, attachments, turn_id, created_at)
-		VALUES ($1, $2, $3, $4, $5, '[]', $6, $7) RETURNING id`,
-		m.ChatKey, string(m.Role), m.SenderID, m.SenderName, m.Text, id, micros(m.Time)).Scan(&m.ID); err != nil {
-		return nil, 0, err
+	if end.Notice != "" && !answered && released == 0 {
+		notes = append(notes, &Message{ChatKey: chatKey, Role: Assistant, SenderID: AssistantID, SenderName: "assistant",
+			Text: TruncateText(end.Notice)})
 	}
-	return &m, released, nil
+	for _, m := range notes {
+		m.Attachments, m.TurnID, m.Time = []Attachment{}, id, time.Now().UTC().Truncate(time.Microsecond)
+		if err := tx.QueryRowContext(ctx, `INSERT INTO chat_messages
+			(chat_key, role, sender_id, sender_name, text, attachments, turn_id, created_at)
+			VALUES ($1, $2, $3, $4, $5, '[]', $6, $7) RETURNING id`,
+			m.ChatKey, string(m.Role), m.SenderID, m.SenderName, m.Text, id, micros(m.Time)).Scan(&m.ID); err != nil {
+			return nil, 0, err
+		}
+	}
+	return notes, released, nil
 }
 
 // RenewLeases extends the leases of this replica's running turns among
@@ -314,6 +332,13 @@ func (s *Service) RecoverExpired(ctx context.Context) ([]Recovered, error) {
 	return out, nil
 }
 
+// SetRecoveryNotice sets what the users of a chat read when one of its
+// turns ended by RecoverExpired cannot be tried again (TurnEnd.Notice):
+// the agent's words, in the chat's language. Call it before serving.
+func (s *Service) SetRecoveryNotice(f func(ctx context.Context, chatKey string) string) {
+	s.recoveryNotice = f
+}
+
 // interruptedNote is what a chat reads when a turn of it was cut off
 // with its replica.
 const interruptedNote = "nekro: the turn answering this was cut off: the nekro process running it stopped, or lost its database, mid-turn."
@@ -330,10 +355,10 @@ func (s *Service) recover(ctx context.Context, id int64) (Recovered, bool, error
 	var st, ft int64
 	err = tx.QueryRowContext(ctx, `UPDATE chat_turns SET status = $1, error = $2, finished_at = $3
 		WHERE id = $4 AND status = $5 AND lease_until < `+s.dbNow+`
-		RETURNING id, chat_key, status, error, iterations, requests, model_us, started_at, finished_at, owner`,
+		RETURNING id, chat_key, status, error, iterations, requests, model_us, started_at, finished_at, model_group, owner`,
 		TurnInterrupted, "its replica stopped renewing the turn's lease (it died or lost the database)",
 		micros(time.Now()), id, TurnRunning).Scan(&t.ID, &t.ChatKey, &t.Status, &t.Error, &t.Iterations, &t.Requests,
-		&t.ModelUS, &st, &ft, &owner)
+		&t.ModelUS, &st, &ft, &t.ModelGroup, &owner)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Recovered{}, false, nil // renewed, finished or recovered meanwhile
 	}
@@ -341,15 +366,19 @@ func (s *Service) recover(ctx context.Context, id int64) (Recovered, bool, error
 		return Recovered{}, false, fmt.Errorf("recover turn %d: %w", id, err)
 	}
 	t.StartedAt, t.FinishedAt = fromMicros(st), fromMicros(ft)
-	note, released, err := s.settle(ctx, tx, t.ID, t.ChatKey, TurnEnd{Note: interruptedNote, Retry: true}, true)
+	end := TurnEnd{Note: interruptedNote, Retry: true}
+	if f := s.recoveryNotice; f != nil {
+		end.Notice = f(ctx, t.ChatKey)
+	}
+	note, released, err := s.settle(ctx, tx, t.ID, t.ChatKey, end, true)
 	if err != nil {
 		return Recovered{}, false, fmt.Errorf("recover turn %d: %w", id, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return Recovered{}, false, fmt.Errorf("recover turn %d: %w", id, err)
 	}
-	if note != nil {
-		s.publish(Event{Type: EventMessage, ChatKey: note.ChatKey, Message: note})
+	for _, m := range note {
+		s.publish(Event{Type: EventMessage, ChatKey: m.ChatKey, Message: m})
 	}
 	cp := t
 	s.publish(Event{Type: EventTurn, ChatKey: t.ChatKey, Turn: &cp})

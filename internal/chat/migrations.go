@@ -95,6 +95,11 @@ CREATE TABLE chat_file_chunks (
 CREATE INDEX chat_runs_by_time ON chat_runs (created_at, run_id);
 CREATE INDEX chat_turns_by_time ON chat_turns (started_at);
 `,
+}, {
+	Version: 6, Name: "the model group that answered each turn",
+	SQL: `
+ALTER TABLE chat_turns ADD COLUMN model_group TEXT NOT NULL DEFAULT '';
+`,
 }}
 
 var postgresMigrations = []db.Migration{{
@@ -183,5 +188,10 @@ CREATE TABLE chat_file_chunks (
 	SQL: `
 CREATE INDEX chat_runs_by_time ON chat_runs (created_at, run_id);
 CREATE INDEX chat_turns_by_time ON chat_turns (started_at);
+`,
+}, {
+	Version: 6, Name: "the model group that answered each turn",
+	SQL: `
+ALTER TABLE chat_turns ADD COLUMN model_group text NOT NULL DEFAULT '';
 `,
 }}

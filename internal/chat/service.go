@@ -42,7 +42,10 @@ type Service struct {
 	// every lease is read against (replicas' clocks never compare).
 	replica  string
 	leaseTTL time.Duration
-	dbNow    string
+	// recoveryNotice words what users read when RecoverExpired ends a
+	// turn of their chat for good (SetRecoveryNotice); nil: nothing.
+	recoveryNotice func(ctx context.Context, chatKey string) string
+	dbNow          string
 
 	// Events across replicas (notify.go), on PostgreSQL only.
 	notices    chan notice
@@ -330,7 +333,7 @@ func hasFiles(dir string) bool {
 
 // Turns returns the chat's turns, oldest first.
 func (s *Service) Turns(ctx context.Context, chatKey string) ([]Turn, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, chat_key, status, error, iterations, requests, model_us, started_at, finished_at
+	rows, err := s.r.QueryContext(ctx, `SELECT id, chat_key, status, error, iterations, requests, model_us, started_at, finished_at, model_group
 		FROM chat_turns WHERE chat_key = $1 ORDER BY id`, chatKey)
 	if err != nil {
 		return nil, fmt.Errorf("turns of %s: %w", chatKey, err)
@@ -346,7 +349,7 @@ func (s *Service) TurnsPage(ctx context.Context, chatKey string, limit int, befo
 	if before <= 0 {
 		before = math.MaxInt64
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT id, chat_key, status, error, iterations, requests, model_us, started_at, finished_at
+	rows, err := s.r.QueryContext(ctx, `SELECT id, chat_key, status, error, iterations, requests, model_us, started_at, finished_at, model_group
 		FROM chat_turns WHERE chat_key = $1 AND id < $2 ORDER BY id DESC LIMIT $3`, chatKey, before, limit+1)
 	if err != nil {
 		return nil, 0, fmt.Errorf("turns of %s: %w", chatKey, err)
@@ -371,7 +374,7 @@ func scanTurns(rows *sql.Rows, chatKey string) ([]Turn, error) {
 			t      Turn
 			st, ft int64
 		)
-		if err := rows.Scan(&t.ID, &t.ChatKey, &t.Status, &t.Error, &t.Iterations, &t.Requests, &t.ModelUS, &st, &ft); err != nil {
+		if err := rows.Scan(&t.ID, &t.ChatKey, &t.Status, &t.Error, &t.Iterations, &t.Requests, &t.ModelUS, &st, &ft, &t.ModelGroup); err != nil {
 			return nil, fmt.Errorf("turns of %s: %w", chatKey, err)
 		}
 		t.StartedAt, t.FinishedAt = fromMicros(st), fromMicros(ft)
@@ -549,7 +552,9 @@ type Summary struct {
 }
 
 // Chats lists the chats that have messages, the most recently active
-// first: at most limit, older than the message id before when it is not 0
+// first, each shown by its last message for people: the last that is not
+// a system message (a note for the model), unless it has only those.
+// At most limit, older than the message id before when it is not 0
 // (pass the last listed chat's LastMessage.ID for the next page).
 func (s *Service) Chats(ctx context.Context, limit int, before int64) ([]Summary, error) {
 	if before <= 0 {
@@ -558,7 +563,8 @@ func (s *Service) Chats(ctx context.Context, limit int, before int64) ([]Summary
 	rows, err := s.r.QueryContext(ctx, `SELECT `+prefixed("m.", messageColumns)+`,
 		COALESCE((SELECT t.status FROM chat_turns t WHERE t.chat_key = m.chat_key ORDER BY t.id DESC LIMIT 1), '')
 		FROM chat_messages m
-		JOIN (SELECT chat_key, MAX(id) AS last FROM chat_messages GROUP BY chat_key) l ON m.id = l.last
+		JOIN (SELECT chat_key, COALESCE(MAX(CASE WHEN role <> 'system' THEN id END), MAX(id)) AS last
+			FROM chat_messages GROUP BY chat_key) l ON m.id = l.last
 		WHERE m.id < $1 ORDER BY m.id DESC LIMIT $2`, before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("chat list: %w", err)

@@ -47,6 +47,15 @@ type Config struct {
 	RetryBase time.Duration
 	// HTTPClient overrides the client used (its Timeout is ignored).
 	HTTPClient *http.Client
+
+	// Sampling settings sent with every request when set.
+	Temperature *float64
+	TopP        *float64
+	MaxTokens   int
+	// Extra holds further request fields, sent as they are (e.g.
+	// "presence_penalty", "stop"); they cannot replace "model" or
+	// "messages".
+	Extra map[string]json.RawMessage
 }
 
 // ConfigFromEnv reads NEKRO_LLM_BASE_URL, NEKRO_LLM_API_KEY and
@@ -59,7 +68,8 @@ func ConfigFromEnv() Config {
 // configured. Its text says how to configure one.
 var ErrNoModel = errors.New("no language model is configured: set " + EnvBaseURL +
 	" (an OpenAI-compatible API root such as https://api.openai.com/v1), " + EnvModel +
-	" and, if the endpoint needs one, " + EnvAPIKey + ", then restart `nekro serve`" +
+	" and, if the endpoint needs one, " + EnvAPIKey + ", then restart `nekro serve`; or add a model group" +
+	" on the web UI's Models page (PUT /api/models), which needs no restart" +
 	" (the playground, POST /api/chats/{chat}/exec, works without a model)")
 
 // Check reports whether c names a usable endpoint.
@@ -130,7 +140,10 @@ func TextMessage(role, text string) ChatMessage {
 
 // Completion is the model's answer to one request.
 type Completion struct {
-	Text     string
+	Text string
+	// Group is the model group that answered, when the request went
+	// through a Router; "" for a plain Client.
+	Group    string
 	Attempts int           // requests sent, retries included
 	Duration time.Duration // from the first attempt to the answer
 	Usage    Usage
@@ -189,8 +202,31 @@ func (c *Client) Model() string { return c.cfg.Model }
 func (c *Client) Endpoint() string { return c.endpoint }
 
 type completionRequest struct {
-	Model    string        `json:"model"`
-	Messages []ChatMessage `json:"messages"`
+	Model       string        `json:"model"`
+	Messages    []ChatMessage `json:"messages"`
+	Temperature *float64      `json:"temperature,omitempty"`
+	TopP        *float64      `json:"top_p,omitempty"`
+	MaxTokens   int           `json:"max_tokens,omitempty"`
+}
+
+// requestBody encodes msgs as c's request: model, messages, sampling
+// settings, then the extra fields that do not clash with those.
+func (c *Client) requestBody(msgs []ChatMessage) ([]byte, error) {
+	body, err := json.Marshal(completionRequest{Model: c.cfg.Model, Messages: msgs,
+		Temperature: c.cfg.Temperature, TopP: c.cfg.TopP, MaxTokens: c.cfg.MaxTokens})
+	if err != nil || len(c.cfg.Extra) == 0 {
+		return body, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return nil, err
+	}
+	for k, v := range c.cfg.Extra {
+		if _, set := fields[k]; !set {
+			fields[k] = v
+		}
+	}
+	return json.Marshal(fields)
 }
 
 type completionResponse struct {
@@ -237,13 +273,15 @@ func retryable(err error) bool {
 // Complete sends msgs and returns the model's reply, retrying with backoff
 // on 429, 5xx and network errors.
 func (c *Client) Complete(ctx context.Context, msgs []ChatMessage) (Completion, error) {
-	body, err := json.Marshal(completionRequest{Model: c.cfg.Model, Messages: msgs})
+	body, err := c.requestBody(msgs)
 	if err != nil {
 		return Completion{}, fmt.Errorf("encode request: %w", err)
 	}
 	start := time.Now()
 	var last error
+	attempts := 0
 	for attempt := 0; ; attempt++ {
+		attempts++
 		comp, err := c.once(ctx, body)
 		if err == nil {
 			comp.Attempts, comp.Duration = attempt+1, time.Since(start)
@@ -271,10 +309,11 @@ func (c *Client) Complete(ctx context.Context, msgs []ChatMessage) (Completion, 
 		case <-t.C:
 		}
 	}
+	spent := Completion{Attempts: attempts, Duration: time.Since(start)} // what the failure cost
 	if c.cfg.MaxRetries > 0 && retryable(last) {
-		return Completion{}, fmt.Errorf("model request failed %d times, last: %w", c.cfg.MaxRetries+1, last)
+		return spent, fmt.Errorf("model request failed %d times, last: %w", c.cfg.MaxRetries+1, last)
 	}
-	return Completion{}, fmt.Errorf("model request: %w", last)
+	return spent, fmt.Errorf("model request: %w", last)
 }
 
 func (c *Client) once(ctx context.Context, body []byte) (Completion, error) {

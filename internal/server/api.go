@@ -84,12 +84,14 @@ const (
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/chats/{chat}/messages", s.postMessage)
-	mux.HandleFunc("GET /api/chats/{chat}/messages", s.memberOnly(chatPage("messages", s.messagesPage)))
+	mux.HandleFunc("GET /api/chats/{chat}/messages", s.memberOnly(forAudience(
+		chatPage("messages", s.messagesPage), chatPage("messages", s.humanMessagesPage))))
 	mux.HandleFunc("GET /api/chats/{chat}/events", s.memberOnly(s.events))
 	mux.HandleFunc("POST /api/chats/{chat}/reset", s.memberOnly(s.reset))
 	mux.HandleFunc("POST /api/chats/{chat}/exec", adminOnly(s.exec))
 	mux.HandleFunc("GET /api/chats/{chat}/runs", s.memberOnly(chatPage("runs", s.runsPage)))
-	mux.HandleFunc("GET /api/chats/{chat}/turns", s.memberOnly(chatPage("turns", s.turnsPage)))
+	mux.HandleFunc("GET /api/chats/{chat}/turns", s.memberOnly(forAudience(
+		chatPage("turns", s.turnsPage), chatPage("turns", s.humanTurnsPage))))
 	mux.HandleFunc("GET /api/chats/{chat}/uploads/{name}", s.memberOnly(s.upload))
 	mux.HandleFunc("GET /api/runs", s.searchRuns)
 	mux.HandleFunc("GET /api/runs/{run}", s.oneRun)
@@ -111,6 +113,19 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/chats/{chat}/members", s.memberOnly(s.members))
 	mux.HandleFunc("PUT /api/chats/{chat}/members/{user}", adminOnly(s.setMember(true)))
 	mux.HandleFunc("DELETE /api/chats/{chat}/members/{user}", adminOnly(s.setMember(false)))
+	mux.HandleFunc("GET /api/models", adminOnly(s.getModels))
+	mux.HandleFunc("PUT /api/models", adminOnly(s.putModels))
+	mux.HandleFunc("POST /api/models/test", adminOnly(s.testModel))
+	mux.HandleFunc("GET /api/presets", adminOnly(s.listPresets))
+	mux.HandleFunc("POST /api/presets", adminOnly(s.createPreset))
+	mux.HandleFunc("POST /api/presets/import", adminOnly(s.importPresets))
+	mux.HandleFunc("GET /api/presets/{id}", adminOnly(s.getPreset))
+	mux.HandleFunc("PUT /api/presets/{id}", adminOnly(s.updatePreset))
+	mux.HandleFunc("DELETE /api/presets/{id}", adminOnly(s.deletePreset))
+	mux.HandleFunc("GET /api/presets/{id}/export", adminOnly(s.exportPreset))
+	mux.HandleFunc("GET /api/chats/{chat}/preset", s.memberOnly(s.chatPreset))
+	mux.HandleFunc("PUT /api/chats/{chat}/preset", adminOnly(s.choosePreset))
+	mux.HandleFunc("GET /api/chats/{chat}/prompt", adminOnly(s.chatPrompt))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 	})
@@ -286,6 +301,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	granted := s.streamGrant(r, key)
+	operator := identity(r).Admin
 	ch, stop := s.chats.Subscribe(key)
 	defer stop()
 	rc := http.NewResponseController(w)
@@ -334,6 +350,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			}
 			if revoked() {
 				return
+			}
+			if !operator {
+				var keep bool
+				if e, keep = forHumans(e); !keep {
+					continue
+				}
 			}
 			b, err := json.Marshal(e)
 			if err != nil {

@@ -28,6 +28,8 @@ import (
 	"github.com/nekro-go/nekro/internal/host"
 	"github.com/nekro-go/nekro/internal/kv"
 	"github.com/nekro-go/nekro/internal/metrics"
+	"github.com/nekro-go/nekro/internal/models"
+	"github.com/nekro-go/nekro/internal/presets"
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/users"
 )
@@ -91,6 +93,11 @@ type Parts struct {
 	CallTimeout time.Duration     // a plugin method's deadline in MCP calls, as the runtime's
 	// Model is the configured model's name, "" when none.
 	Model string
+	// Models are the operator's model groups (/api/models); nil: none.
+	Models *models.Store
+	// Presets are the personas and the chats' choices (/api/presets);
+	// nil: none.
+	Presets *presets.Store
 	// FailedPlugins returns the Python plugins that did not load, by
 	// path, with why (a *pyplugin.LoadError when their import raised);
 	// nil when none.

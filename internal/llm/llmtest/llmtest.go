@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/nekro-go/nekro/internal/llm"
+	"io"
 	"net"
 	"net/http"
 	"regexp"
@@ -21,8 +22,11 @@ import (
 type Request struct {
 	Model    string            `json:"model"`
 	Messages []llm.ChatMessage `json:"messages"`
-	Auth     string            `json:"-"` // the Authorization header
-	Time     time.Time         `json:"-"`
+	// Fields holds every field of the request body as sent (sampling
+	// settings, extra fields).
+	Fields map[string]json.RawMessage `json:"-"`
+	Auth   string                     `json:"-"` // the Authorization header
+	Time   time.Time                  `json:"-"`
 }
 
 var chatKeyRE = regexp.MustCompile(`<chat_history chat_key="([^"]*)">`)
@@ -140,7 +144,14 @@ func (s *Server) RequestsFor(chatKey string) []Request {
 
 func (s *Server) complete(w http.ResponseWriter, hr *http.Request) {
 	var req Request
-	if err := json.NewDecoder(hr.Body).Decode(&req); err != nil {
+	body, err := io.ReadAll(hr.Body)
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err == nil {
+		err = json.Unmarshal(body, &req.Fields)
+	}
+	if err != nil {
 		writeError(w, http.StatusBadRequest, "request is not JSON: "+err.Error(), 0)
 		return
 	}

@@ -1,0 +1,129 @@
+package models_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nekro-go/nekro/internal/kv/kvtest"
+	"github.com/nekro-go/nekro/internal/llm"
+	"github.com/nekro-go/nekro/internal/llm/llmtest"
+	"github.com/nekro-go/nekro/internal/models"
+)
+
+// Groups on both databases: the environment seeds them until the
+// operator edits them; keys are never answered and kept when a PUT leaves
+// them out; a failing group falls back to the next, which the answer
+// names; sampling settings and extra fields reach the endpoint.
+func TestGroupsRouteAndFallBack(t *testing.T) {
+	ctx := context.Background()
+	good, err := llmtest.Start(func(r llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "hello from " + r.Model} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer good.Close()
+	bad, err := llmtest.Start(func(llmtest.Request) llmtest.Reply {
+		return llmtest.Reply{Status: http.StatusServiceUnavailable, Text: "down"}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			open := kvtest.DatabaseOpener(t, kind)
+			opts := models.Options{Client: llm.Config{MaxRetries: 1, RetryBase: time.Millisecond}, Refresh: time.Hour}
+			s, err := models.Open(ctx, open(), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if err := s.Ready(ctx); err == nil {
+				t.Fatal("ready with no groups")
+			}
+			seed := models.FromConfigs(llm.Config{BaseURL: good.URL, Model: "env-model", APIKey: "env-key"}, nil, nil)
+			if err := s.Seed(ctx, seed); err != nil {
+				t.Fatal(err)
+			}
+			if c, err := s.Route(ctx, "", []llm.ChatMessage{llm.TextMessage("user", "hi")}); err != nil || c.Text != "hello from env-model" || c.Group != "chat" {
+				t.Fatalf("seeded: %+v %v", c, err)
+			}
+			got, err := s.Get(ctx)
+			if err != nil || len(got.Groups) != 1 || got.Groups[0].APIKey != "" || !got.Groups[0].HasKey || got.Source != models.SourceEnv {
+				t.Fatalf("get: %+v %v", got, err)
+			}
+			temp := 0.5
+			put := models.Settings{Default: "main", Groups: []models.Group{
+				{Name: "main", BaseURL: bad.URL, Model: "broken", APIKey: "main-key", Fallback: "backup"},
+				{Name: "backup", BaseURL: good.URL, Model: "spare", Temperature: &temp, MaxTokens: 7,
+					Extra: map[string]json.RawMessage{"stop": json.RawMessage(`["\n"]`)}},
+			}}
+			if err := s.Put(ctx, put); err != nil {
+				t.Fatal(err)
+			}
+			before := len(good.Requests())
+			c, err := s.Route(ctx, "", []llm.ChatMessage{llm.TextMessage("user", "hi")})
+			if err != nil || c.Group != "backup" || c.Text != "hello from spare" || c.Attempts != 3 {
+				t.Fatalf("fallback: %+v %v", c, err)
+			}
+			last := good.Requests()[before]
+			if string(last.Fields["temperature"]) != "0.5" || string(last.Fields["max_tokens"]) != "7" || string(last.Fields["stop"]) != `["\n"]` {
+				t.Errorf("request fields: %v", last.Fields)
+			}
+			// "chat" still names the turns' group, whatever it is called.
+			if c, err := s.Route(ctx, "chat", nil); err != nil || c.Group != "backup" {
+				t.Errorf("chat: %+v %v", c, err)
+			}
+			if _, err := s.Route(ctx, "vision", nil); err == nil || !strings.Contains(err.Error(), "NEKRO_LLM_VISION_MODEL") {
+				t.Errorf("unknown group: %v", err)
+			}
+			// The key stays when a PUT leaves it out; the environment no
+			// longer applies.
+			put.Groups[0].APIKey = ""
+			if err := s.Put(ctx, put); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Seed(ctx, seed); err != nil {
+				t.Fatal(err)
+			}
+			got, _ = s.Get(ctx)
+			if got.Default != "main" || !got.Groups[0].HasKey || got.Groups[0].APIKey != "" || got.Groups[1].HasKey || got.Source != models.SourceAPI {
+				t.Errorf("after put: %+v", got)
+			}
+			n := len(bad.Requests())
+			if _, err := s.Route(ctx, "main", nil); err != nil {
+				t.Fatal(err)
+			}
+			if r := bad.Requests()[n]; r.Auth != "Bearer main-key" {
+				t.Errorf("main's key after a PUT without it: %q", r.Auth)
+			}
+			// A group that is down, with no fallback: the error names it.
+			put.Groups[0].Fallback = ""
+			if err := s.Put(ctx, put); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Route(ctx, "", nil); err == nil || !strings.Contains(err.Error(), "group main") {
+				t.Errorf("no fallback: %v", err)
+			}
+			if ans, err := s.Test(ctx, models.Group{Name: "backup", BaseURL: good.URL, Model: "spare"}); err != nil || ans != "hello from spare" {
+				t.Errorf("test: %q %v", ans, err)
+			}
+			if _, err := s.Test(ctx, models.Group{Name: "main", BaseURL: bad.URL, Model: "broken"}); err == nil {
+				t.Error("test of a group that is down passed")
+			}
+			for _, wrong := range []models.Settings{
+				{Default: "x", Groups: []models.Group{{Name: "a", BaseURL: good.URL, Model: "m"}}},
+				{Groups: []models.Group{{Name: "chat", BaseURL: "ftp://x", Model: "m"}}},
+				{Groups: []models.Group{{Name: "chat", BaseURL: good.URL, Model: "m", Fallback: "chat"}}},
+				{Groups: []models.Group{{Name: "Chat!", BaseURL: good.URL, Model: "m"}}},
+			} {
+				if err := s.Put(ctx, wrong); err == nil {
+					t.Errorf("accepted %+v", wrong)
+				}
+			}
+		})
+	}
+}
