@@ -302,26 +302,39 @@ type Recovered struct {
 // the chat says so. Live replicas' turns are never touched. Replicas may
 // call it at once: each turn is ended by one.
 func (s *Service) RecoverExpired(ctx context.Context) ([]Recovered, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id FROM chat_turns WHERE status = $1 AND lease_until < `+s.dbNow, TurnRunning)
+	rows, err := s.r.QueryContext(ctx, `SELECT id, chat_key FROM chat_turns WHERE status = $1 AND lease_until < `+s.dbNow, TurnRunning)
 	if err != nil {
 		return nil, fmt.Errorf("expired turns: %w", err)
 	}
-	var ids []int64
+	var (
+		ids      []int64
+		chatKeys []string
+	)
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var (
+			id  int64
+			key string
+		)
+		if err := rows.Scan(&id, &key); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("expired turns: %w", err)
 		}
-		ids = append(ids, id)
+		ids, chatKeys = append(ids, id), append(chatKeys, key)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("expired turns: %w", err)
 	}
 	var out []Recovered
-	for _, id := range ids {
-		r, ok, err := s.recover(ctx, id)
+	for i, id := range ids {
+		// The notice is worded before the transaction: wording it may
+		// read the database (the chat's persona), which must not wait
+		// on the transaction's own connection (SQLite has one writer).
+		notice := ""
+		if f := s.recoveryNotice; f != nil {
+			notice = f(ctx, chatKeys[i])
+		}
+		r, ok, err := s.recover(ctx, id, notice)
 		if err != nil {
 			return out, err
 		}
@@ -343,8 +356,9 @@ func (s *Service) SetRecoveryNotice(f func(ctx context.Context, chatKey string) 
 // with its replica.
 const interruptedNote = "nekro: the turn answering this was cut off: the nekro process running it stopped, or lost its database, mid-turn."
 
-// recover ends turn id if it is still running with its lease run out.
-func (s *Service) recover(ctx context.Context, id int64) (Recovered, bool, error) {
+// recover ends turn id if it is still running with its lease run out,
+// leaving notice for the chat's users if it cannot be tried again.
+func (s *Service) recover(ctx context.Context, id int64, notice string) (Recovered, bool, error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return Recovered{}, false, fmt.Errorf("recover turn %d: %w", id, err)
@@ -366,10 +380,7 @@ func (s *Service) recover(ctx context.Context, id int64) (Recovered, bool, error
 		return Recovered{}, false, fmt.Errorf("recover turn %d: %w", id, err)
 	}
 	t.StartedAt, t.FinishedAt = fromMicros(st), fromMicros(ft)
-	end := TurnEnd{Note: interruptedNote, Retry: true}
-	if f := s.recoveryNotice; f != nil {
-		end.Notice = f(ctx, t.ChatKey)
-	}
+	end := TurnEnd{Note: interruptedNote, Retry: true, Notice: notice}
 	note, released, err := s.settle(ctx, tx, t.ID, t.ChatKey, end, true)
 	if err != nil {
 		return Recovered{}, false, fmt.Errorf("recover turn %d: %w", id, err)

@@ -375,6 +375,7 @@ func (s *Store) Route(ctx context.Context, group string, msgs []llm.ChatMessage)
 	}
 	var (
 		errs     []string
+		last     error
 		attempts int
 		spent    time.Duration
 		tried    = map[string]bool{}
@@ -395,13 +396,17 @@ func (s *Store) Route(ctx context.Context, group string, msgs []llm.ChatMessage)
 			}
 			return c, nil
 		}
-		errs = append(errs, fmt.Sprintf("group %s: %v", name, err))
+		errs, last = append(errs, fmt.Sprintf("group %s: %v", name, err)), err
 		if ctx.Err() != nil {
 			break
 		}
 		name = r.fallback
 	}
-	return llm.Completion{Attempts: attempts, Duration: spent}, errors.New("model request failed: " + strings.Join(errs, "; then "))
+	failed := llm.Completion{Attempts: attempts, Duration: spent}
+	if len(errs) == 1 {
+		return failed, last // one group, no fallback: its own error
+	}
+	return failed, errors.New("model request failed: " + strings.Join(errs, "; then "))
 }
 
 // TestPrompt is what Test asks: one token is enough to answer.

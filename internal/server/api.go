@@ -284,7 +284,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		}
 		plugins = append(plugins, pi)
 	}
-	st := map[string]any{"model": s.Model, "plugins": plugins, "disabled_plugins": s.host.Registry().Disabled()}
+	st := map[string]any{"model": s.modelName(r.Context()), "plugins": plugins, "disabled_plugins": s.host.Registry().Disabled()}
 	st["adapters"] = s.parts.Adapters.Status() // chat platform connections
 	if err := s.agent.ModelError(); err != nil {
 		st["model_error"] = err.Error()

@@ -310,3 +310,21 @@ func (s *Server) chatPrompt(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"chat_key": key, "messages": msgs})
 }
+
+// modelName is the default group's model now, "" when none; the model
+// nekro opened with when it keeps no groups.
+func (s *Server) modelName(ctx context.Context) string {
+	if s.parts.Models == nil {
+		return s.Model
+	}
+	set, err := s.parts.Models.Get(ctx)
+	if err != nil {
+		return s.Model
+	}
+	for _, g := range set.Groups {
+		if g.Name == set.Default {
+			return g.Model
+		}
+	}
+	return ""
+}

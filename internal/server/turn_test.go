@@ -266,8 +266,11 @@ func TestTurnGivesUpAfterMaxIterations(t *testing.T) {
 	if turns[0].Status != chat.TurnFailed || !strings.Contains(turns[0].Error, "gave up after 2 runs") {
 		t.Fatalf("turn: %+v", turns[0])
 	}
+	// The note for the model and the operator, then one message for the
+	// chat's people, without internals.
 	h := texts(e.history("c-max"))
-	mustContain(t, "history", h[len(h)-1], "system: nekro: gave up after 2 runs; the last ended with ERROR")
+	mustContain(t, "history", h[len(h)-2], "system: nekro: gave up after 2 runs; the last ended with ERROR")
+	mustContain(t, "history", h[len(h)-1], "assistant: Sorry, I could not answer this time.")
 }
 
 // send_msg_text to another chat is refused: nothing lands there, and the

@@ -599,7 +599,7 @@ send_msg_text(_ck, "the answer is **42**")`)
 `)
 	mustContain(t, "chat list", logLine(t, log, "list"),
 		"ui-prose = assistant: Here is **bold**")
-	if l := logLine(t, log, "list"); !strings.HasPrefix(l, "ui-prose = ") || !strings.Contains(l, "| ui-fail = SYSTEM: nekro: the model did not answer: model request: model endpoint answered 400 Bad Request: t… | ui-code = assistant: the answer is **42**") {
+	if l := logLine(t, log, "list"); !strings.HasPrefix(l, "ui-prose = ") || !strings.Contains(l, "| ui-fail = assistant: Sorry, I could not answer this time. Please try again later. | ui-code = assistant: the answer is **42**") {
 		t.Errorf("the chat list is not most recent first with last messages: %s", l)
 	}
 	if got := logLine(t, log, "opened first"); got != "ui-prose" {
@@ -626,7 +626,7 @@ send_msg_text(_ck, "the answer is **42**")`)
 	if got := logLine(t, log, "title"); got != "nekro" {
 		t.Errorf("the page's title is %q: a reply's markup ran", got)
 	}
-	if n := strings.Count(dom, "<script"); n != 4 { // render.js, app.js, runlog.js, the driver
+	if n := strings.Count(dom, "<script"); n != 5 { // render.js, app.js, runlog.js, models.js, the driver
 		t.Errorf("%d script elements in the page", n)
 	}
 	if strings.Contains(dom, `<img src="x"`) {

@@ -261,7 +261,7 @@ func (s *Server) chatsFor(w http.ResponseWriter, r *http.Request) {
 // userStatus answers GET /api/status for a user token: the model and
 // whether it can answer; the plugins are the operator's business.
 func (s *Server) userStatus(w http.ResponseWriter, r *http.Request) {
-	st := map[string]any{"model": s.Model}
+	st := map[string]any{"model": s.modelName(r.Context())}
 	if err := s.agent.ModelError(); err != nil {
 		st["model_error"] = err.Error()
 	}

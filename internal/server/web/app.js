@@ -399,7 +399,10 @@ function showMessage(m, { keep = false } = {}) {
 function messageItem(m) {
   const li = el("li", { className: "message " + m.role, "data-id": m.id });
   if (m.turn_id > 0) li.dataset.turnOf = m.turn_id;
-  li.append(el("span", { className: "meta" }, (m.sender_name || m.role) + " · " + fmtTime(m.time)));
+  // System messages are notes for the model (the API shows them to the
+  // operator only): marked as such, never as a message of the chat.
+  const who = m.role === "system" ? "note for the model" : m.sender_name || m.role;
+  li.append(el("span", { className: "meta" }, who + " · " + fmtTime(m.time)));
   if (m.text) {
     const body = el("div", { className: "body" });
     if (m.role === "assistant") {
