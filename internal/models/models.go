@@ -123,10 +123,22 @@ func (s Settings) Check() error {
 			return fmt.Errorf("model group %s: fallback %q is not another group", g.Name, g.Fallback)
 		}
 	}
-	if len(s.Groups) > 0 && !names[s.defaultGroup()] {
-		return fmt.Errorf("the default model group %q is not among the groups", s.defaultGroup())
-	}
 	return nil
+}
+
+// checkDefault reports a default group that is not among the groups: an
+// edit must name one (the environment may seed groups for plugins only,
+// leaving turns without a model).
+func (s Settings) checkDefault() error {
+	for _, g := range s.Groups {
+		if g.Name == s.defaultGroup() {
+			return nil
+		}
+	}
+	if len(s.Groups) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the default model group %q is not among the groups", s.defaultGroup())
 }
 
 func (s Settings) defaultGroup() string {
@@ -265,6 +277,9 @@ func (s *Store) Put(ctx context.Context, set Settings) error {
 		set.Default = llm.DefaultGroup
 	}
 	if err := set.Check(); err != nil {
+		return err
+	}
+	if err := set.checkDefault(); err != nil {
 		return err
 	}
 	cur, _, _, err := s.load(ctx)
@@ -446,6 +461,9 @@ func (s *Store) Test(ctx context.Context, g Group) (string, error) {
 // FromConfigs makes the environment's seed: chat is the default group
 // ("chat"), others by name; incomplete ones are left out with a warning.
 func FromConfigs(chat llm.Config, others map[string]llm.Config, log *slog.Logger) Settings {
+	if log == nil {
+		log = slog.Default()
+	}
 	set := Settings{Default: llm.DefaultGroup, Groups: []Group{}}
 	add := func(name string, c llm.Config) {
 		if err := c.Check(); err != nil {

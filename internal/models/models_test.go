@@ -3,6 +3,7 @@ package models_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -43,6 +44,17 @@ func TestGroupsRouteAndFallBack(t *testing.T) {
 			defer s.Close()
 			if err := s.Ready(ctx); err == nil {
 				t.Fatal("ready with no groups")
+			}
+			// The environment may name groups for plugins only: turns then
+			// have no model, and the plugins' group answers.
+			if err := s.Seed(ctx, models.FromConfigs(llm.Config{}, map[string]llm.Config{"vision": {BaseURL: good.URL, Model: "eyes"}}, nil)); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Ready(ctx); !errors.Is(err, llm.ErrNoModel) {
+				t.Errorf("ready with only a vision group: %v", err)
+			}
+			if c, err := s.Route(ctx, "vision", nil); err != nil || c.Text != "hello from eyes" {
+				t.Errorf("vision: %+v %v", c, err)
 			}
 			seed := models.FromConfigs(llm.Config{BaseURL: good.URL, Model: "env-model", APIKey: "env-key"}, nil, nil)
 			if err := s.Seed(ctx, seed); err != nil {
