@@ -205,6 +205,8 @@ send_msg_file(_ck, "/app/shared/report.csv")`)
 			return llmtest.Code(`send_msg_text(_ck, "pong two")`)
 		case strings.Contains(last, "ping one"):
 			return llmtest.Code(`send_msg_text(_ck, "pong one")`)
+		case strings.Contains(last, "break please"):
+			return llmtest.Reply{Status: http.StatusBadRequest, Text: "refused by http://10.0.0.9:8000/v1"}
 		}
 		return llmtest.Code(`send_msg_text(_ck, "?")`)
 	})
@@ -359,6 +361,12 @@ func TestReverseWebSocket(t *testing.T) {
 	s2.privateMessage(42, "alice", "ping two")
 	if p := parseSend(t, s2.waitAction("send_private_msg")); p.UserID != 42 || p.text() != "pong two" {
 		t.Fatalf("after the reconnection: %+v", p)
+	}
+	// A turn that fails tells the QQ user so, once, without internals.
+	s2.privateMessage(44, "dave", "break please")
+	if p := parseSend(t, s2.waitAction("send_private_msg")); p.UserID != 44 ||
+		p.text() != "Sorry, I could not answer this time. Please try again later." {
+		t.Fatalf("a failed turn's message: %+v", p)
 	}
 	ws2.Close(websocket.StatusNormalClosure, "")
 }

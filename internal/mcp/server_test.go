@@ -251,10 +251,15 @@ func TestHTTPServerWithAUsersToken(t *testing.T) {
 	if res, text := call(t, sess, "add_note", map[string]any{"note_id": "n1", "title": "from-mcp", "content": "noted by u1"}); res.IsError {
 		t.Fatalf("add_note as u1: %s", text)
 	}
-	// A BEHAVIOR result is recorded in c1, which the user reads with the
-	// same token.
-	if st, body := srv.Call("GET", "/api/chats/c1/messages", u.Token, nil); st != http.StatusOK || !strings.Contains(body, "from-mcp") {
-		t.Errorf("c1's history as u1: %d %s", st, body)
+	// A BEHAVIOR result is recorded in c1, as a system message: a note
+	// for the model and the operator, which the user's token does not
+	// list (issue 24: notes for the model are not chat messages for
+	// people).
+	if st, body := srv.API("GET", "/api/chats/c1/messages", nil); st != http.StatusOK || !strings.Contains(body, "from-mcp") {
+		t.Errorf("c1's history: %d %s", st, body)
+	}
+	if st, body := srv.Call("GET", "/api/chats/c1/messages", u.Token, nil); st != http.StatusOK || strings.Contains(body, "from-mcp") {
+		t.Errorf("c1's history as u1 lists a system message: %d %s", st, body)
 	}
 
 	if st, body := srv.API("DELETE", "/api/users/u1", nil); st != http.StatusOK {
