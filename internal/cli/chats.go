@@ -55,8 +55,9 @@ chat's key. Plugins' KV data stays unless a hook removes it.`,
 		Use:   "prompt CHAT",
 		Short: "Print the request a turn in CHAT would send the model now",
 		Long: `Print the messages a turn in CHAT would send the model now: the system
-prompt (runtime contract and the methods this chat's code may call, after
-the plugins' method filters), then the plugins' injected context and the
+prompt (runtime contract, in the language of the chat's persona; the
+persona chosen for the chat, or the default one; and the methods this
+chat's code may call, after the plugins' method filters), then the plugins' injected context and the
 chat's history, with its unanswered user messages as those to answer.
 --user names the user the turn would run for (it changes what user-scoped
 plugins inject). Nothing is sent and nothing is stored.`,

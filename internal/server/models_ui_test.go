@@ -89,4 +89,12 @@ func TestUIModelsAndPersonasPagesInABrowser(t *testing.T) {
 	if len(reqs) != 1 || !strings.Contains(reqs[0].Messages[0].Content.String(), "You are UICat, who purrs.") {
 		t.Fatalf("the page's group and persona did not answer the turn: %d requests", len(reqs))
 	}
+	// The chat page says which group answered.
+	log, _ = drive(t, e, "token="+testToken+"&chat=ui1", `
+    await opened("ui1", "assistant");
+    const turn = await until("the turn", () => document.querySelector("#messages > li.turn"));
+    note("summary: " + turn.querySelector("summary").textContent);
+    note("done");
+`)
+	mustContain(t, "the turn's summary", logLine(t, log, "summary"), "answered by model group ui_group")
 }

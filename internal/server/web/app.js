@@ -510,6 +510,7 @@ function renderTurn(id) {
   else if (status) parts.push(status);
   if (t && t.finished_at && t.started_at) parts.push(fmtMS(new Date(t.finished_at) - new Date(t.started_at)));
   if (t && t.model_requests) parts.push(t.model_requests + (t.model_requests === 1 ? " model request" : " model requests"));
+  if (t && t.model_group) parts.push("answered by model group " + t.model_group);
   const failedRuns = runs.filter((r) => r.stop_type === "ERROR" || r.stop_type === "TIMEOUT").length;
   if (failedRuns) parts.push(failedRuns + " failed");
   details.firstChild.textContent = "What the assistant did: " + parts.join(" · ");
