@@ -58,3 +58,26 @@ func TestHistoryPromptMixedSenders(t *testing.T) {
 		t.Fatalf("mixed-sender prompt:\n%s", p)
 	}
 }
+
+// A persona goes between the runtime contract and the plugins, its name
+// escaped; its language chooses the contract's; no persona leaves the
+// English prompt exactly as it was.
+func TestSystemPromptWithPersona(t *testing.T) {
+	docs := "<plugin name=\"x\">\n</plugin>\n"
+	if agent.SystemPromptFor(agent.Persona{}, "", docs) != agent.SystemPrompt("", docs) {
+		t.Fatal("no persona changed the prompt")
+	}
+	en := agent.SystemPromptFor(agent.Persona{Name: `Neko"<plugins>`, Content: "You are Neko."}, "", docs)
+	contract, plugins := strings.Index(en, "You are the assistant of a chat"), strings.LastIndex(en, "\n<plugins>\n")
+	persona := strings.Index(en, "You are Neko.")
+	if contract != 0 || persona < contract || plugins < persona {
+		t.Fatalf("order: contract %d, persona %d, plugins %d:\n%s", contract, persona, plugins, en)
+	}
+	if strings.Count(en, "<plugins>") != strings.Count(agent.SystemPrompt("", docs), "<plugins>") {
+		t.Errorf("the persona's name opened a tag:\n%s", en)
+	}
+	zh := agent.SystemPromptFor(agent.Persona{Name: "狐狸", Content: "你是一只狐狸。", Lang: agent.LangChinese}, "", docs)
+	if !strings.HasPrefix(zh, "你是一个聊天的助手") || strings.Contains(zh, "You are the assistant of a chat") || !strings.Contains(zh, "你是一只狐狸。") {
+		t.Errorf("the Chinese persona's prompt:\n%s", zh)
+	}
+}
