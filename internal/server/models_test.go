@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -238,8 +240,44 @@ send_msg_text(_ck, "same words")`)
 		return llmtest.Code(`print("done")`)
 	}, nil)
 	user := e.newUserToken("ann", "f1", "d1")
+	// The user's event stream, open while the turn fails.
+	req, _ := http.NewRequest("GET", e.base+"/api/chats/f1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+user)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("events as a user: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	sc.Scan() // subscribed
 	if st := e.callToken(user, "POST", "/api/chats/f1/messages", map[string]string{"text": "hello"}, nil); st != http.StatusAccepted {
 		t.Fatalf("post: %d", st)
+	}
+	var streamed []string
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var ev chat.Event
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Message != nil {
+			streamed = append(streamed, string(ev.Message.Role)+": "+ev.Message.Text)
+		}
+		if ev.Turn != nil {
+			streamed = append(streamed, "turn "+ev.Turn.Status+" "+ev.Turn.Error)
+			if ev.Turn.Status != chat.TurnRunning {
+				break
+			}
+		}
+	}
+	if want := "user: hello|turn running |assistant: Sorry, I could not answer this time. Please try again later.|turn failed "; strings.Join(streamed, "|") != want {
+		t.Errorf("the user's event stream:\n%s\nwant:\n%s", strings.Join(streamed, "\n"), strings.ReplaceAll(want, "|", "\n"))
 	}
 	turns := e.waitTurns("f1", 1)
 	if turns[0].Status != chat.TurnFailed {
