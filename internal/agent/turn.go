@@ -293,7 +293,7 @@ func runRecord(turn *chat.Turn, iteration int, code string, res *runtime.ExecRes
 	}
 	return chat.Run{RunID: res.RunID, ChatKey: res.ChatKey, TurnID: turn.ID, Iteration: iteration, Code: code,
 		Output: res.Output, StopType: res.StopType.String(), ExitCode: res.ExitCode, DurationMS: res.DurationMS,
-		Calls: calls, Note: res.Note, AgentMethod: res.AgentMethod, AgentResult: result}
+		Calls: calls, Note: res.Note, AgentMethod: res.AgentMethod, AgentResult: result, ModelGroup: turn.ModelGroup}
 }
 
 // modelUse counts model requests plugins make during a turn.

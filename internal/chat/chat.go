@@ -101,6 +101,9 @@ type Run struct {
 	AgentMethod string          `json:"agent_method,omitempty"`
 	AgentResult json.RawMessage `json:"agent_result,omitempty"`
 	Time        time.Time       `json:"time"`
+	// ModelGroup is the model group whose reply the run ran ("" for
+	// playground runs).
+	ModelGroup string `json:"model_group,omitempty"`
 }
 
 // NoTurn is the TurnID of a user message stored without starting a turn

@@ -96,9 +96,10 @@ CREATE INDEX chat_runs_by_time ON chat_runs (created_at, run_id);
 CREATE INDEX chat_turns_by_time ON chat_turns (started_at);
 `,
 }, {
-	Version: 6, Name: "the model group that answered each turn",
+	Version: 6, Name: "the model group that answered each turn and whose code each run ran",
 	SQL: `
 ALTER TABLE chat_turns ADD COLUMN model_group TEXT NOT NULL DEFAULT '';
+ALTER TABLE chat_runs ADD COLUMN model_group TEXT NOT NULL DEFAULT '';
 `,
 }}
 
@@ -190,8 +191,9 @@ CREATE INDEX chat_runs_by_time ON chat_runs (created_at, run_id);
 CREATE INDEX chat_turns_by_time ON chat_turns (started_at);
 `,
 }, {
-	Version: 6, Name: "the model group that answered each turn",
+	Version: 6, Name: "the model group that answered each turn and whose code each run ran",
 	SQL: `
 ALTER TABLE chat_turns ADD COLUMN model_group text NOT NULL DEFAULT '';
+ALTER TABLE chat_runs ADD COLUMN model_group text NOT NULL DEFAULT '';
 `,
 }}

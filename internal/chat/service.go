@@ -445,10 +445,10 @@ func (s *Service) RecordRun(ctx context.Context, r Run) error {
 	}
 	_, err := s.w.ExecContext(ctx, `INSERT INTO chat_runs
 		(run_id, chat_key, turn_id, iteration, code, output, stop_type, exit_code, duration_ms, calls, note,
-		 agent_method, agent_result, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+		 agent_method, agent_result, created_at, model_group)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 		r.RunID, r.ChatKey, r.TurnID, r.Iteration, r.Code, r.Output, r.StopType, r.ExitCode, r.DurationMS, calls, r.Note,
-		r.AgentMethod, string(r.AgentResult), micros(r.Time))
+		r.AgentMethod, string(r.AgentResult), micros(r.Time), r.ModelGroup)
 	if err != nil {
 		return fmt.Errorf("record run %s: %w", r.RunID, err)
 	}
@@ -460,7 +460,7 @@ func (s *Service) RecordRun(ctx context.Context, r Run) error {
 const MaxRecordedAgentResult = 1 << 20
 
 const runColumns = `run_id, chat_key, turn_id, iteration, code, output, stop_type, exit_code,
-		duration_ms, calls, note, agent_method, agent_result, created_at`
+		duration_ms, calls, note, agent_method, agent_result, created_at, model_group`
 
 // Runs returns the chat's execution records, oldest first.
 func (s *Service) Runs(ctx context.Context, chatKey string) ([]Run, error) {
@@ -526,7 +526,7 @@ func scanRuns(rows *sql.Rows, chatKey string) ([]Run, error) {
 			at            int64
 		)
 		if err := rows.Scan(&r.RunID, &r.ChatKey, &r.TurnID, &r.Iteration, &r.Code, &r.Output, &r.StopType, &r.ExitCode,
-			&r.DurationMS, &calls, &r.Note, &r.AgentMethod, &result, &at); err != nil {
+			&r.DurationMS, &calls, &r.Note, &r.AgentMethod, &result, &at, &r.ModelGroup); err != nil {
 			return nil, fmt.Errorf("runs of %s: %w", chatKey, err)
 		}
 		r.Calls, r.Time = json.RawMessage(calls), fromMicros(at)

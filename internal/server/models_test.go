@@ -49,7 +49,12 @@ func (e *env) historyAs(token, chatKey string) []chat.Message {
 // endpoint reports an answer and an error.
 func TestModelGroupsApplyToTheNextTurn(t *testing.T) {
 	e := startEnv(t, func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "from the seed"} }, nil)
-	other, err := llmtest.Start(func(r llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "from " + r.Model} })
+	other, err := llmtest.Start(func(r llmtest.Request) llmtest.Reply {
+		if strings.Contains(r.Last(), "run some code") {
+			return llmtest.Code(`send_msg_text(_ck, "ran")`)
+		}
+		return llmtest.Reply{Text: "from " + r.Model}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,6 +106,14 @@ func TestModelGroupsApplyToTheNextTurn(t *testing.T) {
 	}
 	if h := texts(e.history("m1")); h[len(h)-1] != "assistant: from backup-model" {
 		t.Errorf("history %q", h)
+	}
+	// A run records the group whose code it ran.
+	e.post("m1", "u1", "Ann", "run some code")
+	if turns := e.waitTurns("m1", 3); turns[2].ModelGroup != "backup" {
+		t.Fatalf("turn: %+v", turns[2])
+	}
+	if rs := e.runs("m1"); len(rs) != 1 || rs[0].ModelGroup != "backup" {
+		t.Errorf("runs: %+v", rs)
 	}
 
 	var res struct {
