@@ -170,7 +170,8 @@ type Store struct {
 	opts  Options
 
 	mu     sync.Mutex
-	raw    string // the settings row the routes were built from
+	seed   *Settings // this process's environment (Seed), routed by until the groups are edited
+	raw    string    // the settings the routes were built from
 	read   time.Time
 	routes *routes
 }
@@ -229,7 +230,9 @@ func (s *Store) save(ctx context.Context, set Settings) error {
 }
 
 // Seed writes set, the environment's groups, unless the operator edited
-// the stored ones: then it only logs that the environment is ignored. An
+// the stored ones: then it only logs that the environment is ignored.
+// Until they are edited, this Store routes by set, whatever another
+// process seeded. An
 // empty set changes nothing (a command run without the environment must
 // not wipe what `nekro serve` was given).
 func (s *Store) Seed(ctx context.Context, set Settings) error {
@@ -240,6 +243,11 @@ func (s *Store) Seed(ctx context.Context, set Settings) error {
 	if err := set.Check(); err != nil {
 		return err
 	}
+	s.mu.Lock()
+	seed := set
+	seed.Groups = slices.Clone(set.Groups)
+	s.seed, s.read = &seed, time.Time{}
+	s.mu.Unlock()
 	cur, _, ok, err := s.load(ctx)
 	if err != nil {
 		return err
@@ -318,12 +326,21 @@ func (s *Store) current(ctx context.Context) (*routes, error) {
 	if s.routes != nil && time.Since(s.read) < s.opts.Refresh {
 		return s.routes, nil
 	}
-	set, raw, _, err := s.load(ctx)
+	set, raw, ok, err := s.load(ctx)
 	if err != nil {
 		if s.routes != nil {
 			return s.routes, nil // the last good ones, while the database fails
 		}
 		return nil, err
+	}
+	// Until the operator edits them, a process seeded by its environment
+	// routes by its own environment, as before the groups were kept:
+	// replicas (or `nekro exec`) given different NEKRO_LLM_* each keep
+	// theirs.
+	if s.seed != nil && (!ok || set.Source == SourceEnv) {
+		set = *s.seed
+		b, _ := json.Marshal(set)
+		raw = "seed:" + string(b)
 	}
 	s.read = time.Now()
 	if s.routes != nil && raw == s.raw {

@@ -63,6 +63,27 @@ func TestGroupsRouteAndFallBack(t *testing.T) {
 			if c, err := s.Route(ctx, "", []llm.ChatMessage{llm.TextMessage("user", "hi")}); err != nil || c.Text != "hello from env-model" || c.Group != "chat" {
 				t.Fatalf("seeded: %+v %v", c, err)
 			}
+			// Another process seeded by a different environment routes by
+			// its own, until the groups are edited.
+			o2 := opts
+			o2.Refresh = time.Nanosecond
+			s2, err := models.Open(ctx, open(), o2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s2.Close()
+			if err := s2.Seed(ctx, models.FromConfigs(llm.Config{BaseURL: good.URL, Model: "other-env"}, nil, nil)); err != nil {
+				t.Fatal(err)
+			}
+			if c, err := s2.Route(ctx, "", nil); err != nil || c.Text != "hello from other-env" {
+				t.Fatalf("the other process: %+v %v", c, err)
+			}
+			if c, err := s.Route(ctx, "", nil); err != nil || c.Text != "hello from env-model" {
+				t.Fatalf("this process after another seeded: %+v %v", c, err)
+			}
+			if err := s.Seed(ctx, seed); err != nil {
+				t.Fatal(err)
+			}
 			got, err := s.Get(ctx)
 			if err != nil || len(got.Groups) != 1 || got.Groups[0].APIKey != "" || !got.Groups[0].HasKey || got.Source != models.SourceEnv {
 				t.Fatalf("get: %+v %v", got, err)
@@ -75,6 +96,9 @@ func TestGroupsRouteAndFallBack(t *testing.T) {
 			}}
 			if err := s.Put(ctx, put); err != nil {
 				t.Fatal(err)
+			}
+			if c, err := s2.Route(ctx, "", nil); err != nil || c.Group != "backup" {
+				t.Fatalf("the other process after the edit: %+v %v", c, err)
 			}
 			before := len(good.Requests())
 			c, err := s.Route(ctx, "", []llm.ChatMessage{llm.TextMessage("user", "hi")})
