@@ -191,13 +191,29 @@ print("UID", os.getuid())
 	// While a run of chat A is live, chat B's uid and nobody attack it
 	// from the host.
 	done := make(chan result, 1)
-	go func() {
-		done <- execCode(t, data, "chat-a", "import time; time.sleep(3); print('UID', 0)", nil, nil)
-	}()
-	time.Sleep(1500 * time.Millisecond)
-	// While it runs, its directories (volumes or plain) are the chat's own.
 	layout := files.Layout{Root: data}
 	sharedA, uploadsA := layout.SharedDir(files.ContainerKey("chat-a")), layout.UploadsDir("chat-a")
+	// The live run says it is under way (a marker in its /app/shared) and
+	// lasts until the test releases it: no guess at how long a sandbox
+	// takes to start on a busy machine.
+	go func() {
+		done <- execCode(t, data, "chat-a", `import os, time
+open("/app/shared/live", "w").close()
+for _ in range(500):
+    if os.path.exists("/app/shared/release"):
+        break
+    time.sleep(0.05)
+print('UID', 0)`, nil, nil)
+	}()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(sharedA, "live")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the live run of chat-a did not start within 60 s")
+		}
+	}
+	// While it runs, its directories (volumes or plain) are the chat's own.
 	for _, dir := range []string{sharedA, uploadsA} {
 		fi, err := os.Stat(dir)
 		if err != nil {
@@ -241,6 +257,9 @@ print("SOCKETS", socks)
 	ps, _ := exec.Command("ps", "-eo", "args").Output()
 	if strings.Contains(string(ps), "rpc.sock") {
 		t.Errorf("a socket path shows in ps:\n%s", ps)
+	}
+	if err := os.WriteFile(filepath.Join(sharedA, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if r := <-done; r.code != 0 {
 		t.Errorf("the live run failed: %d %s %s", r.code, r.stdout, r.stderr)
