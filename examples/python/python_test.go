@@ -118,7 +118,12 @@ func TestSandboxMethodExamplesMatchTheGoPort(t *testing.T) {
 	}
 	for name, code := range codes {
 		g, p := runJSON(t, goData, goPlugins, code), runJSON(t, pyData, pyPlugin, code)
-		if g.StopType != p.StopType || g.ExitCode != p.ExitCode || g.AgentMethod != p.AgentMethod {
+		// After an AGENT call the process exits by itself (8), or is
+		// stopped when it has not within the host's short grace (-1 on a
+		// busy machine): the stop type is the protocol's word, the exit
+		// code only for runs that ended on their own.
+		agentStop := g.StopType == "AGENT" || g.StopType == "MULTIMODAL_AGENT"
+		if g.StopType != p.StopType || (!agentStop && g.ExitCode != p.ExitCode) || g.AgentMethod != p.AgentMethod {
 			t.Errorf("%s: Go port %s/%d/%s, Python %s/%d/%s", name, g.StopType, g.ExitCode, g.AgentMethod, p.StopType, p.ExitCode, p.AgentMethod)
 		}
 		if name == "sum_wrong_type.py" {
