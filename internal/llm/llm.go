@@ -278,23 +278,57 @@ func (c *Client) Complete(ctx context.Context, msgs []ChatMessage) (Completion, 
 		return Completion{}, fmt.Errorf("encode request: %w", err)
 	}
 	start := time.Now()
+	var comp Completion
+	attempts, err := post(ctx, c.cfg, c.http, c.endpoint, body, "model request", func(raw []byte) (err error) {
+		comp, err = c.parseCompletion(raw)
+		return err
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return Completion{}, err
+		}
+		return Completion{Attempts: attempts, Duration: time.Since(start)}, err // what the failure cost
+	}
+	comp.Attempts, comp.Duration = attempts, time.Since(start)
+	return comp, nil
+}
+
+// parseCompletion decodes a chat-completions answer.
+func (c *Client) parseCompletion(raw []byte) (Completion, error) {
+	var cr completionResponse
+	if err := json.Unmarshal(raw, &cr); err != nil {
+		return Completion{}, fmt.Errorf("answer is not a chat completion: %w", err)
+	}
+	if len(cr.Choices) == 0 || cr.Choices[0].Message.Content == nil {
+		return Completion{}, fmt.Errorf("answer has no message content (is %s a chat-completions endpoint?)", c.endpoint)
+	}
+	return Completion{Text: *cr.Choices[0].Message.Content, Usage: cr.Usage}, nil
+}
+
+// post sends body to endpoint and hands the 2xx answer's body to parse,
+// retrying with backoff on 429, 5xx, network errors and answers parse
+// refuses, as cfg says; it returns the number of requests sent. what
+// names the request in errors.
+func post(ctx context.Context, cfg Config, hc *http.Client, endpoint string, body []byte, what string, parse func(raw []byte) error) (int, error) {
 	var last error
-	attempts := 0
+	sent := 0
 	for attempt := 0; ; attempt++ {
-		attempts++
-		comp, err := c.once(ctx, body)
+		sent++
+		raw, err := postOnce(ctx, cfg, hc, endpoint, body)
 		if err == nil {
-			comp.Attempts, comp.Duration = attempt+1, time.Since(start)
-			return comp, nil
+			err = parse(raw)
+		}
+		if err == nil {
+			return sent, nil
 		}
 		last = err
 		if ctx.Err() != nil {
-			return Completion{}, fmt.Errorf("model request: %w", ctx.Err())
+			return sent, fmt.Errorf("%s: %w", what, ctx.Err())
 		}
-		if !retryable(err) || attempt >= c.cfg.MaxRetries {
+		if !retryable(err) || attempt >= cfg.MaxRetries {
 			break
 		}
-		wait := c.cfg.RetryBase << attempt
+		wait := cfg.RetryBase << attempt
 		wait = wait/2 + rand.N(wait/2+1)
 		var se *statusError
 		if errors.As(err, &se) && se.retryAfter > 0 {
@@ -305,53 +339,46 @@ func (c *Client) Complete(ctx context.Context, msgs []ChatMessage) (Completion, 
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return Completion{}, fmt.Errorf("model request: %w", ctx.Err())
+			return sent, fmt.Errorf("%s: %w", what, ctx.Err())
 		case <-t.C:
 		}
 	}
-	spent := Completion{Attempts: attempts, Duration: time.Since(start)} // what the failure cost
-	if c.cfg.MaxRetries > 0 && retryable(last) {
-		return spent, fmt.Errorf("model request failed %d times, last: %w", c.cfg.MaxRetries+1, last)
+	if cfg.MaxRetries > 0 && retryable(last) {
+		return sent, fmt.Errorf("%s failed %d times, last: %w", what, cfg.MaxRetries+1, last)
 	}
-	return spent, fmt.Errorf("model request: %w", last)
+	return sent, fmt.Errorf("%s: %w", what, last)
 }
 
-func (c *Client) once(ctx context.Context, body []byte) (Completion, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+// postOnce sends one request; a non-2xx answer is a *statusError.
+func postOnce(ctx context.Context, cfg Config, hc *http.Client, endpoint string, body []byte) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
 	if err != nil {
-		return Completion{}, fmt.Errorf("build request: %w", err)
+		return nil, fmt.Errorf("build request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	if c.cfg.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.cfg.APIKey)
+	if cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+cfg.APIKey)
 	}
-	resp, err := c.http.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
-		return Completion{}, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
 	if err != nil {
-		return Completion{}, fmt.Errorf("read answer: %w", err)
+		return nil, fmt.Errorf("read answer: %w", err)
 	}
 	if resp.StatusCode/100 != 2 {
 		se := &statusError{code: resp.StatusCode, msg: errorText(raw)}
 		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
 			se.retryAfter = time.Duration(s) * time.Second
 		}
-		return Completion{}, se
+		return nil, se
 	}
-	var cr completionResponse
-	if err := json.Unmarshal(raw, &cr); err != nil {
-		return Completion{}, fmt.Errorf("answer is not a chat completion: %w", err)
-	}
-	if len(cr.Choices) == 0 || cr.Choices[0].Message.Content == nil {
-		return Completion{}, fmt.Errorf("answer has no message content (is %s a chat-completions endpoint?)", c.endpoint)
-	}
-	return Completion{Text: *cr.Choices[0].Message.Content, Usage: cr.Usage}, nil
+	return raw, nil
 }
 
 // errorText pulls the message out of an OpenAI-style error body, or a

@@ -21,9 +21,14 @@ func (c *Client) Probe(ctx context.Context) (Completion, error) {
 		return Completion{}, fmt.Errorf("encode request: %w", err)
 	}
 	start := time.Now()
-	comp, err := c.once(ctx, body)
-	if err != nil {
-		return Completion{}, fmt.Errorf("model request: %w", err)
+	once := c.cfg
+	once.MaxRetries = 0
+	var comp Completion
+	if _, err := post(ctx, once, c.http, c.endpoint, body, "model request", func(raw []byte) (err error) {
+		comp, err = c.parseCompletion(raw)
+		return err
+	}); err != nil {
+		return Completion{}, err
 	}
 	comp.Attempts, comp.Duration = 1, time.Since(start)
 	return comp, nil

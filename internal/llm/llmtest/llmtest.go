@@ -1,5 +1,5 @@
-// Package llmtest is a scripted OpenAI-compatible chat-completions server
-// for tests and benchmarks: real HTTP on a loopback port, with replies
+// Package llmtest is a scripted OpenAI-compatible chat-completions (and
+// embeddings) server for tests and benchmarks: real HTTP on a loopback port, with replies
 // chosen by a script from what each request contains, and every request
 // kept for assertions. It is the one stand-in nekro's tests use, at the
 // boundary to the language model; everything behind it is real.
@@ -103,8 +103,11 @@ type Server struct {
 	ln     net.Listener
 	script Script
 
-	mu       sync.Mutex
-	requests []Request
+	mu          sync.Mutex
+	requests    []Request
+	embeddings  []EmbeddingRequest
+	embedFails  int
+	embedStatus int
 }
 
 // Start serves script on a loopback port until Close.
@@ -116,6 +119,7 @@ func Start(script Script) (*Server, error) {
 	s := &Server{URL: "http://" + ln.Addr().String() + "/v1", ln: ln, script: script}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.complete)
+	mux.HandleFunc("POST /v1/embeddings", s.embed)
 	s.srv = &http.Server{Handler: mux}
 	go s.srv.Serve(ln)
 	return s, nil
