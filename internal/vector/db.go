@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -496,13 +497,7 @@ func (s *DBStore) Search(ctx context.Context, q Query) ([]Hit, error) {
 		// under the read lock is safe even once it is replaced.
 		s.mu.RLock()
 		if idx.dim == len(qv) {
-			for i, id := range idx.ids {
-				sco := Dot(qv, idx.vecs[i*idx.dim:(i+1)*idx.dim])
-				if m, full := best.full(); full && sco <= m {
-					continue
-				}
-				best.push(candidate{scope: sc, id: id, score: sco})
-			}
+			idx.scan(sc, qv, best)
 		}
 		s.mu.RUnlock()
 		if err := ctx.Err(); err != nil {
@@ -537,6 +532,45 @@ func (s *DBStore) Search(ctx context.Context, q Query) ([]Hit, error) {
 		hits = append(hits, h)
 	}
 	return hits, nil
+}
+
+// parallelFloats is the size of a scope (vectors times dimensions) from
+// which a search splits the scan over the processors: below it, starting
+// goroutines costs more than it saves.
+const parallelFloats = 1 << 21
+
+// scan pushes the index's candidates for qv into best, the index's parts
+// scanned in parallel when it is large.
+func (idx *scopeIndex) scan(scope string, qv []float32, best *topK[candidate]) {
+	n := len(idx.ids)
+	parts := min(runtime.GOMAXPROCS(0), n*idx.dim/parallelFloats+1)
+	if parts <= 1 {
+		idx.scanRange(scope, qv, 0, n, best)
+		return
+	}
+	partial := make([]*topK[candidate], parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		partial[p] = &topK[candidate]{k: best.k, score: best.score}
+		wg.Go(func() { idx.scanRange(scope, qv, p*n/parts, (p+1)*n/parts, partial[p]) })
+	}
+	wg.Wait()
+	for _, h := range partial {
+		for _, c := range h.items {
+			best.push(c)
+		}
+	}
+}
+
+func (idx *scopeIndex) scanRange(scope string, qv []float32, lo, hi int, best *topK[candidate]) {
+	d := idx.dim
+	for i := lo; i < hi; i++ {
+		sco := Dot(qv, idx.vecs[i*d:(i+1)*d])
+		if m, full := best.full(); full && sco <= m {
+			continue
+		}
+		best.push(candidate{scope: scope, id: idx.ids[i], score: sco})
+	}
 }
 
 // generations returns the current generation of each scope written to.
