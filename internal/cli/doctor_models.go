@@ -42,7 +42,11 @@ func (g *globals) doctorModels(ctx context.Context, out io.Writer) error {
 	}
 	var failed []string
 	for _, gr := range all {
-		detail, err := probeModel(ctx, gr.cfg)
+		probe := probeModel
+		if gr.name == llm.GroupEmbedding {
+			probe = probeEmbeddings
+		}
+		detail, err := probe(ctx, gr.cfg)
 		if err != nil {
 			msg := err.Error()
 			if k := gr.cfg.APIKey; len(k) >= 4 {
@@ -74,4 +78,20 @@ func probeModel(ctx context.Context, cfg llm.Config) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("%s at %s answered %q in %d ms", cfg.Model, redactURL(cfg.BaseURL), comp.Text, comp.Duration.Milliseconds()), nil
+}
+
+// probeEmbeddings sends the embedding group's endpoint one short text and
+// describes the vector: an embeddings model answers no chat request.
+func probeEmbeddings(ctx context.Context, cfg llm.Config) (string, error) {
+	e, err := llm.NewEmbeddings(cfg, llm.EmbeddingOptions{})
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	dims, took, err := e.Probe(ctx)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s at %s embeds in %d dimensions (%d ms)", cfg.Model, redactURL(cfg.BaseURL), dims, took.Milliseconds()), nil
 }

@@ -51,6 +51,16 @@ func TestDoctorTestsTheModelGroups(t *testing.T) {
 		t.Errorf("the refusing endpoint got %d requests, want 1 (no retries)", n)
 	}
 
+	// The embedding group is probed with an embeddings request, not a
+	// chat one its model could not answer.
+	r = run(t, []string{"NEKRO_LLM_BASE_URL=" + good.URL, "NEKRO_LLM_MODEL=scripted", "NEKRO_LLM_EMBEDDING_MODEL=embedder"}, nil, "doctor", "--data", data)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "ok   model group embedding: embedder at "+good.URL+" embeds in 256 dimensions") {
+		t.Errorf("doctor with an embedding group: %+v", r)
+	}
+	if reqs := good.EmbeddingRequests(); len(reqs) != 1 || reqs[0].Model != "embedder" {
+		t.Errorf("want one embeddings request, got %+v", reqs)
+	}
+
 	r = run(t, nil, nil, "doctor", "--data", data)
 	if r.Code != 0 || !strings.Contains(r.Stdout, "skip models: none configured") {
 		t.Errorf("doctor without a model: %+v", r)

@@ -158,3 +158,29 @@ func (e *Embeddings) embedBatch(ctx context.Context, batch []string) ([][]float3
 	})
 	return vecs, err
 }
+
+// Probe embeds one short text, once, without retries, and returns the
+// vector's length: a check that the embedding group's URL, model and key
+// work, for `nekro doctor` (a chat request would fail on an embeddings
+// model).
+func (e *Embeddings) Probe(ctx context.Context) (dims int, took time.Duration, err error) {
+	body, err := json.Marshal(embeddingRequest{Model: e.cfg.Model, Input: []string{"OK"}, EncodingFormat: "float", Dimensions: e.opts.Dimensions})
+	if err != nil {
+		return 0, 0, fmt.Errorf("encode request: %w", err)
+	}
+	once := e.cfg
+	once.MaxRetries = 0
+	start := time.Now()
+	_, err = post(ctx, once, e.http, e.endpoint, body, "embeddings request", func(raw []byte) error {
+		var er embeddingResponse
+		if err := json.Unmarshal(raw, &er); err != nil {
+			return fmt.Errorf("answer is not an embeddings list: %w", err)
+		}
+		if len(er.Data) != 1 || len(er.Data[0].Embedding) == 0 {
+			return fmt.Errorf("answer has no embedding (is %s an embeddings endpoint?)", e.endpoint)
+		}
+		dims = len(er.Data[0].Embedding)
+		return nil
+	})
+	return dims, time.Since(start), err
+}
