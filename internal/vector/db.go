@@ -367,16 +367,27 @@ func (s *DBStore) deleteWhere(ctx context.Context, scope, cond string, args ...a
 	return len(ids), nil
 }
 
-// Delete removes the scope's items with these IDs.
+// deleteBatch is the most IDs one DELETE names (SQLite takes at most
+// 32766 parameters).
+const deleteBatch = 500
+
+// Delete removes the scope's items with these IDs, deleteBatch IDs per
+// transaction.
 func (s *DBStore) Delete(ctx context.Context, scope string, ids ...string) (int, error) {
-	if len(ids) == 0 {
-		return 0, nil
+	total := 0
+	for lo := 0; lo < len(ids); lo += deleteBatch {
+		batch := ids[lo:min(lo+deleteBatch, len(ids))]
+		args := make([]any, len(batch))
+		for i, id := range batch {
+			args[i] = id
+		}
+		n, err := s.deleteWhere(ctx, scope, ` AND id IN (`+placeholders(2, len(batch))+`)`, args...)
+		total += n
+		if err != nil {
+			return total, err
+		}
 	}
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
-	}
-	return s.deleteWhere(ctx, scope, ` AND id IN (`+placeholders(2, len(ids))+`)`, args...)
+	return total, nil
 }
 
 // DeleteDocument removes the scope's items of one document.
@@ -601,8 +612,9 @@ func (s *DBStore) generations(ctx context.Context, scopes []string) (map[string]
 func (s *DBStore) ensure(ctx context.Context, scope string, gen int64) (*scopeIndex, error) {
 	s.mu.RLock()
 	idx := s.scopes[scope]
+	fresh := idx != nil && idx.gen >= gen
 	s.mu.RUnlock()
-	if idx != nil && idx.gen >= gen {
+	if fresh {
 		return idx, nil
 	}
 	idx, err := s.load(ctx, scope, gen)

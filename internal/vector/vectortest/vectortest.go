@@ -202,6 +202,18 @@ func Run(t *testing.T, h Harness) {
 		if n, err := s.Delete(ctx, "chat:a"); err != nil || n != 0 {
 			t.Fatalf("Delete of no IDs = %d, %v", n, err)
 		}
+		// More IDs than one statement takes.
+		var many []vector.Item
+		var manyIDs []string
+		for i := range 1200 {
+			id := fmt.Sprint("m", i)
+			many = append(many, vector.Item{ID: id, Scope: "chat:a", Vector: embed(fmt.Sprint("word", i%50, " other", i%7))})
+			manyIDs = append(manyIDs, id)
+		}
+		upsert(t, s, many...)
+		if n, err := s.Delete(ctx, "chat:a", manyIDs...); err != nil || n != len(many) {
+			t.Fatalf("Delete of %d IDs = %d, %v", len(many), n, err)
+		}
 	})
 
 	t.Run("Dimension", func(t *testing.T) {
