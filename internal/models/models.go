@@ -447,7 +447,7 @@ const TestPrompt = "Reply with the single word OK."
 // Test sends one short request (at most one token, no retries) to g as
 // given, with the key stored under g's name when g has none, and returns
 // the answer or the error, so the operator can check a group before (or
-// after) saving it.
+// after) saving it. The embedding group is sent one text to embed.
 func (s *Store) Test(ctx context.Context, g Group) (string, error) {
 	if g.APIKey == "" && !g.ClearKey {
 		cur, _, _, err := s.load(ctx)
@@ -459,6 +459,20 @@ func (s *Store) Test(ctx context.Context, g Group) (string, error) {
 				g.APIKey = c.APIKey
 			}
 		}
+	}
+	if g.Name == llm.GroupEmbedding {
+		// An embeddings model answers no chat request: embed one text.
+		cfg := s.embeddingConfig(g)
+		cfg.MaxRetries = -1
+		e, err := llm.NewEmbeddings(cfg, llm.EmbeddingOptions{})
+		if err != nil {
+			return "", err
+		}
+		dims, _, err := e.Probe(ctx)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("a vector of %d dimensions", dims), nil
 	}
 	cfg := s.opts.Client
 	cfg.BaseURL, cfg.APIKey, cfg.Model = g.BaseURL, g.APIKey, g.Model
