@@ -1,0 +1,112 @@
+package bench
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The process tree of this process, read from /proc (Linux): what nekro
+// and every sandbox, zygote and spare it started cost together.
+
+// clockTick is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100 on
+// every Linux nekro runs on).
+const clockTick = 10 * time.Millisecond
+
+// descendants returns the pids below pid, found through each of its
+// threads' children lists (a pid namespace's processes appear with the
+// pids of this /proc).
+func descendants(pid int) []int {
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
+		for _, t := range tasks {
+			b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p), "task", t.Name(), "children"))
+			if err != nil {
+				continue
+			}
+			for f := range strings.FieldsSeq(string(b)) {
+				if c, err := strconv.Atoi(f); err == nil {
+					out = append(out, c)
+					queue = append(queue, c)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// procCPU is the CPU time of pid and of its children it has reaped
+// (utime+stime+cutime+cstime of /proc/<pid>/stat).
+func procCPU(pid string) time.Duration {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name may hold spaces and parentheses: fields start
+	// after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 15 {
+		return 0
+	}
+	var ticks int64
+	for _, s := range f[11:15] { // utime stime cutime cstime
+		n, _ := strconv.ParseInt(s, 10, 64)
+		ticks += n
+	}
+	return time.Duration(ticks) * clockTick
+}
+
+// pss is the proportional set size of pid in bytes (smaps_rollup).
+func pss(pid string) int64 {
+	b, err := os.ReadFile("/proc/" + pid + "/smaps_rollup")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Pss:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// treeSample is the tree of this process at one moment.
+type treeSample struct {
+	Procs int           // descendant processes (this one not counted)
+	PSS   int64         // bytes, this process and its descendants
+	CPU   time.Duration // CPU used so far by this process, its live descendants and every reaped one
+}
+
+// sampleTree reads the tree; withPSS also reads every process's PSS
+// (slower: the kernel walks their page tables).
+func sampleTree(withPSS bool) treeSample {
+	self := os.Getpid()
+	kids := descendants(self)
+	s := treeSample{Procs: len(kids), CPU: procCPU("self")}
+	if withPSS {
+		s.PSS = pss("self")
+	}
+	for _, k := range kids {
+		p := strconv.Itoa(k)
+		// A live descendant's own time plus what it reaped; its live
+		// children are counted in turn. Once reaped, its time moves to
+		// its parent's cutime, so the sum never counts it twice.
+		s.CPU += procCPU(p)
+		if withPSS {
+			s.PSS += pss(p)
+		}
+	}
+	return s
+}
