@@ -51,16 +51,19 @@ type LoadOptions struct {
 
 // LoadPass is the figures of one pass over the chats.
 type LoadPass struct {
-	Turns       int
-	Wall        time.Duration
-	CPU         time.Duration // the process tree's, less the bench's sampler and baseline runs
-	First, Rest stats.Stats   // post-to-answer of each chat's first message, and of the others
-	All         stats.Stats
-	Lost, Twice int
-	PeakProcs   int
-	PeakPSS     int64
-	EndProcs    int
-	EndPSS      int64
+	Turns int
+	Wall  time.Duration
+	// CPU is the process tree's while the chats talked, less the bench's
+	// sampler and baseline runs; Settled adds what it used after the last
+	// answer until it went quiet (zygotes and spares still starting).
+	CPU, Settled time.Duration
+	First, Rest  stats.Stats // post-to-answer of each chat's first message, and of the others
+	All          stats.Stats
+	Lost, Twice  int
+	PeakProcs    int
+	PeakPSS      int64
+	EndProcs     int
+	EndPSS       int64
 }
 
 // LoadResult holds the figures, for tests and callers that check goals.
@@ -220,6 +223,7 @@ func loadPass(ctx context.Context, c *loadClient, smp *sampler, opt LoadOptions,
 	pass.All = stats.Summarize(append(append([]time.Duration{}, first...), rest...))
 	pass.PeakProcs, pass.PeakPSS = max(smp.peakProcs, after.Procs), max(smp.peakPSS, after.PSS)
 	pass.EndProcs, pass.EndPSS = after.Procs, after.PSS
+	pass.Settled = pass.CPU + settle(after.CPU)
 	for i := range opt.Chats {
 		lost, twice, err := c.audit(ctx, fmt.Sprintf("load-%04d", i))
 		if err != nil {
@@ -229,6 +233,22 @@ func loadPass(ctx context.Context, c *loadClient, smp *sampler, opt LoadOptions,
 		pass.Twice += twice
 	}
 	return pass, nil
+}
+
+// settle waits until the process tree uses less than 20 ms of CPU in a
+// second (at most 30 s) and returns what it used since the sample whose
+// CPU was from.
+func settle(from time.Duration) time.Duration {
+	last := from
+	for range 30 {
+		time.Sleep(time.Second)
+		now := sampleTree(false).CPU
+		if now-last < 20*time.Millisecond {
+			return now - from
+		}
+		last = now
+	}
+	return last - from
 }
 
 func drain(c <-chan error) []error {
@@ -257,8 +277,9 @@ func report(w io.Writer, cfg app.Config, opt LoadOptions, res *LoadResult) {
 			float64(p.Turns)/p.Wall.Seconds())
 		fmt.Fprintf(w, "    post-to-answer: p50 %s p99 %s (first message of a chat: p50 %s p99 %s; later: p50 %s p99 %s)\n",
 			msf(p.All.P50), msf(p.All.P99), msf(p.First.P50), msf(p.First.P99), msf(p.Rest.P50), msf(p.Rest.P99))
-		fmt.Fprintf(w, "    CPU per turn (nekro and its children): %s, %s of a bare interpreter's start\n",
-			msf(perTurn), stats.Ratio(perTurn, res.BareCPU.P50))
+		settled := p.Settled / time.Duration(max(1, p.Turns))
+		fmt.Fprintf(w, "    CPU per turn (nekro and its children): %s, %s of a bare interpreter's start; %s once the tree went quiet (%s)\n",
+			msf(perTurn), stats.Ratio(perTurn, res.BareCPU.P50), msf(settled), stats.Ratio(settled, res.BareCPU.P50))
 		fmt.Fprintf(w, "    peak PSS of the tree %s, processes peak %d, at the end %d (PSS %s)\n",
 			mib(p.PeakPSS), p.PeakProcs, p.EndProcs, mib(p.EndPSS))
 		fmt.Fprintf(w, "    messages lost: %d, answered twice: %d\n", p.Lost, p.Twice)

@@ -1,0 +1,52 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nekro-go/nekro/internal/app"
+	"github.com/nekro-go/nekro/internal/bench"
+	"github.com/nekro-go/nekro/internal/runtime"
+	_ "github.com/nekro-go/nekro/plugins/all"
+)
+
+// The load bench at a small size, with serve's defaults: every message is
+// answered once, and the report has its figures.
+func TestLoadSmall(t *testing.T) {
+	dir, err := os.MkdirTemp("", "nekro-bench-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o711)
+	cfg := app.Config{DataDir: filepath.Join(dir, "data"), Log: slog.New(slog.DiscardHandler),
+		Sandbox: app.SandboxConfig{Python: "/usr/bin/python3", Zygotes: 8},
+		Runtime: runtime.Config{WarmSpares: true, SharedIdle: 30 * time.Minute}}
+	var out bytes.Buffer
+	res, err := bench.Load(context.Background(), &out, cfg, bench.LoadOptions{Chats: 3, Messages: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Passes) != 1 {
+		t.Fatalf("%d passes", len(res.Passes))
+	}
+	p := res.Passes[0]
+	if p.Turns != 6 || p.Lost != 0 || p.Twice != 0 || p.First.N != 3 || p.Rest.N != 3 {
+		t.Fatalf("pass %+v", p)
+	}
+	if p.CPU <= 0 || p.Settled < p.CPU || p.PeakPSS <= 0 || p.PeakProcs <= 0 || res.BareCPU.N < 10 {
+		t.Fatalf("figures %+v, baseline %+v", p, res.BareCPU)
+	}
+	for _, want := range []string{"turns/s", "p99", "CPU per turn", "peak PSS", "processes peak", "lost: 0, answered twice: 0"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	t.Log(out.String())
+}
