@@ -75,6 +75,8 @@ type LoadResult struct {
 	// Idle: after the idle wait (zero when not asked for).
 	IdleProcs int
 	IdlePSS   int64
+	// CPUFrom says how the tree's CPU was read.
+	CPUFrom string
 	// Before the load: the server with no chat.
 	StartProcs int
 	StartPSS   int64
@@ -101,6 +103,12 @@ func Load(ctx context.Context, w io.Writer, cfg app.Config, opt LoadOptions) (*L
 	if python == "" {
 		python = "/usr/bin/python3"
 	}
+	// Opened first and closed last: every process the server starts is
+	// in the group.
+	cg := openCPUGroup()
+	if cg != nil {
+		defer cg.close()
+	}
 	model, err := llmtest.Start(func(r llmtest.Request) llmtest.Reply {
 		ids := answering.FindStringSubmatch(r.Last())
 		if ids == nil {
@@ -123,13 +131,13 @@ func Load(ctx context.Context, w io.Writer, cfg app.Config, opt LoadOptions) (*L
 		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: opt.Concurrency + 8}}}
 
 	res := &LoadResult{}
-	smp := newSampler(python)
+	smp := &sampler{python: python, cg: cg}
 	for range 5 {
 		if err := smp.bare(); err != nil {
 			return nil, err
 		}
 	}
-	s0 := sampleTree(true)
+	s0 := sampleTree(cg, true)
 	res.StartProcs, res.StartPSS = s0.Procs, s0.PSS
 
 	passes := 1
@@ -157,15 +165,19 @@ func Load(ctx context.Context, w io.Writer, cfg app.Config, opt LoadOptions) (*L
 		// time; give it a margin, then count what stayed.
 		deadline := time.Now().Add(opt.Idle + 15*time.Second)
 		for time.Now().Before(deadline) {
-			if s := sampleTree(false); s.Procs <= res.StartProcs {
+			if s := sampleTree(cg, false); s.Procs <= res.StartProcs {
 				break
 			}
 			time.Sleep(time.Second)
 		}
-		s := sampleTree(true)
+		s := sampleTree(cg, true)
 		res.IdleProcs, res.IdlePSS = s.Procs, s.PSS
 	}
 	res.BareWall, res.BareCPU = stats.Summarize(smp.bareWall), stats.Summarize(smp.bareCPU)
+	res.CPUFrom = "/proc (processes killed unreaped are missed)"
+	if cg != nil {
+		res.CPUFrom = "a cpuacct cgroup of its own"
+	}
 	report(w, cfg, opt, res)
 	return res, nil
 }
@@ -185,7 +197,7 @@ func loadPass(ctx context.Context, c *loadClient, smp *sampler, opt LoadOptions,
 		defer pprof.StopCPUProfile()
 	}
 	smp.start()
-	before := sampleTree(false)
+	before := sampleTree(smp.cg, false)
 	start := time.Now()
 
 	var mu sync.Mutex
@@ -212,7 +224,7 @@ func loadPass(ctx context.Context, c *loadClient, smp *sampler, opt LoadOptions,
 	wg.Wait()
 	pass.Wall = time.Since(start)
 	excluded := smp.pause() // first: no baseline run is then in flight
-	after := sampleTree(true)
+	after := sampleTree(smp.cg, true)
 	close(errc)
 	if err := errors.Join(drain(errc)...); err != nil {
 		return pass, err
@@ -223,7 +235,7 @@ func loadPass(ctx context.Context, c *loadClient, smp *sampler, opt LoadOptions,
 	pass.All = stats.Summarize(append(append([]time.Duration{}, first...), rest...))
 	pass.PeakProcs, pass.PeakPSS = max(smp.peakProcs, after.Procs), max(smp.peakPSS, after.PSS)
 	pass.EndProcs, pass.EndPSS = after.Procs, after.PSS
-	pass.Settled = pass.CPU + settle(after.CPU)
+	pass.Settled = pass.CPU + settle(smp.cg, after.CPU)
 	for i := range opt.Chats {
 		lost, twice, err := c.audit(ctx, fmt.Sprintf("load-%04d", i))
 		if err != nil {
@@ -238,11 +250,11 @@ func loadPass(ctx context.Context, c *loadClient, smp *sampler, opt LoadOptions,
 // settle waits until the process tree uses less than 20 ms of CPU in a
 // second (at most 30 s) and returns what it used since the sample whose
 // CPU was from.
-func settle(from time.Duration) time.Duration {
+func settle(g *cpuGroup, from time.Duration) time.Duration {
 	last := from
 	for range 30 {
 		time.Sleep(time.Second)
-		now := sampleTree(false).CPU
+		now := sampleTree(g, false).CPU
 		if now-last < 20*time.Millisecond {
 			return now - from
 		}
@@ -266,7 +278,8 @@ func report(w io.Writer, cfg app.Config, opt LoadOptions, res *LoadResult) {
 		opt.Chats, opt.Messages, opt.Concurrency, cfg.Sandbox.Zygotes, cfg.Runtime.WarmSpares, goruntime.NumCPU(), loadAvg())
 	fmt.Fprintf(w, "  baseline: bare `%s -c pass` (%d runs, before, during and after the load): p50 %s wall, %s CPU\n",
 		filepath.Base(orDefault(cfg.Sandbox.Python, "/usr/bin/python3")), res.BareWall.N, msf(res.BareWall.P50), msf(res.BareCPU.P50))
-	fmt.Fprintf(w, "  server before the load: %d processes below nekro, PSS %s\n", res.StartProcs, mib(res.StartPSS))
+	fmt.Fprintf(w, "  server before the load: %d processes below nekro, PSS %s; CPU read from %s\n",
+		res.StartProcs, mib(res.StartPSS), res.CPUFrom)
 	for i, p := range res.Passes {
 		name := "new chats"
 		if i == 1 {
@@ -314,6 +327,7 @@ func loadAvg() string {
 // whose CPU time, and the baseline runs', are taken out of the tree's.
 type sampler struct {
 	python            string
+	cg                *cpuGroup // nil: CPU from /proc
 	mu                sync.Mutex
 	bareWall, bareCPU []time.Duration
 	excluded          time.Duration // CPU of the sampler thread and the baseline runs
@@ -322,8 +336,6 @@ type sampler struct {
 	quit              chan struct{}
 	done              chan struct{}
 }
-
-func newSampler(python string) *sampler { return &sampler{python: python} }
 
 // bare times one `python -c pass`, its wall time and its CPU.
 func (s *sampler) bare() error {
@@ -364,7 +376,7 @@ func (s *sampler) loop() {
 	lastBare := time.Now()
 	for {
 		t0 := threadCPU()
-		sm := sampleTree(true)
+		sm := sampleTree(s.cg, true)
 		s.mu.Lock()
 		s.peakProcs, s.peakPSS = max(s.peakProcs, sm.Procs), max(s.peakPSS, sm.PSS)
 		s.excluded += threadCPU() - t0
