@@ -442,6 +442,8 @@ func (c *loadClient) drive(ctx context.Context, key string, messages int) ([]tim
 	}
 	evc := make(chan chat.Event, 64)
 	errc := make(chan error, 1)
+	done := make(chan struct{})
+	defer close(done) // before the body closes: the reader stops sending
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	sc.Scan() // the subscription comment: the stream is live
@@ -453,7 +455,11 @@ func (c *loadClient) drive(ctx context.Context, key string, messages int) ([]tim
 			}
 			var ev chat.Event
 			if json.Unmarshal([]byte(data), &ev) == nil {
-				evc <- ev
+				select {
+				case evc <- ev:
+				case <-done:
+					return
+				}
 			}
 		}
 		errc <- fmt.Errorf("event stream ended: %v", sc.Err())
