@@ -624,8 +624,8 @@ const detachWait = 30 * time.Second
 // bound, and so mounted, until it ends, and resizing (or truncating) an
 // image whose filesystem is mounted elsewhere corrupts it when that
 // mount's superblock is written back. Loop devices are global, so they
-// tell. An image that needs no resize is not looked at (no cost on the
-// common path).
+// tell (boundLoop reads them from sysfs). An image that needs no resize
+// is not looked at (no cost on the common path).
 func (v *Volume) awaitDetached(ctx context.Context, spec Spec) error {
 	fi, err := os.Stat(v.image)
 	if err != nil {
@@ -638,7 +638,7 @@ func (v *Volume) awaitDetached(ctx context.Context, spec Spec) error {
 	}
 	deadline := time.Now().Add(detachWait)
 	for {
-		dev, err := attachedLoop(v.image)
+		dev, err := boundLoop(v.image)
 		if err != nil || dev == "" {
 			return err
 		}
@@ -651,27 +651,4 @@ func (v *Volume) awaitDetached(ctx context.Context, spec Spec) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-// attachedLoop returns the loop device whose backing file is image, or ""
-// (read from sysfs: no process started).
-func attachedLoop(image string) (string, error) {
-	abs, err := filepath.Abs(image)
-	if err != nil {
-		return "", err
-	}
-	files, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
-	if err != nil {
-		return "", err
-	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // detached meanwhile
-		}
-		if strings.TrimSuffix(strings.TrimSpace(string(b)), " (deleted)") == abs {
-			return filepath.Base(filepath.Dir(filepath.Dir(f))), nil
-		}
-	}
-	return "", nil
 }
