@@ -1,6 +1,8 @@
 package adapter_test
 
 import (
+	"flag"
+	"strings"
 	"testing"
 
 	"github.com/nekro-go/nekro/adapter"
@@ -33,5 +35,21 @@ func TestReplyRule(t *testing.T) {
 	}
 	if _, _, ok := adapter.SplitChatKey("demo"); ok {
 		t.Error("a chat key without a platform split")
+	}
+}
+
+func TestListFlag(t *testing.T) {
+	t.Setenv("NEKRO_TEST_LIST", " a, ,b ")
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	var got []string
+	adapter.ListFlag(fs, &got, "list", "NEKRO_TEST_LIST", "items")
+	if strings.Join(got, "|") != "a|b" {
+		t.Fatalf("from the environment: %q", got)
+	}
+	if err := fs.Parse([]string{"--list", "x,y"}); err != nil || strings.Join(got, "|") != "x|y" {
+		t.Fatalf("from the flag: %q %v", got, err)
+	}
+	if !strings.Contains(fs.Lookup("list").Usage, "(env NEKRO_TEST_LIST)") {
+		t.Fatalf("usage %q does not name the variable", fs.Lookup("list").Usage)
 	}
 }

@@ -98,9 +98,9 @@ func configure(fs *flag.FlagSet) func() (adapter.Adapter, error) {
 	var c Config
 	adapter.SecretString(fs, &c.Token, "discord-token", "NEKRO_DISCORD_TOKEN", "Discord bot token; enables the Discord adapter")
 	fs.StringVar(&c.APIURL, "discord-api-url", envOr("NEKRO_DISCORD_API_URL", DefaultAPIURL), "Discord REST API base; the Gateway URL comes from its GET /gateway/bot (env NEKRO_DISCORD_API_URL)")
-	listFlag(fs, &c.Guilds, "discord-guilds", "NEKRO_DISCORD_GUILDS", "guild (server) ids whose channels the bot reads and answers, comma-separated; with --discord-channels empty too: every guild")
-	listFlag(fs, &c.Channels, "discord-channels", "NEKRO_DISCORD_CHANNELS", "guild channel ids the bot reads and answers, comma-separated (besides those of --discord-guilds)")
-	listFlag(fs, &c.BotNames, "discord-bot-names", "NEKRO_DISCORD_BOT_NAMES", "the bot's names, comma-separated: a guild message naming one is answered")
+	adapter.ListFlag(fs, &c.Guilds, "discord-guilds", "NEKRO_DISCORD_GUILDS", "guild (server) ids whose channels the bot reads and answers, comma-separated; with --discord-channels empty too: every guild")
+	adapter.ListFlag(fs, &c.Channels, "discord-channels", "NEKRO_DISCORD_CHANNELS", "guild channel ids the bot reads and answers, comma-separated (besides those of --discord-guilds)")
+	adapter.ListFlag(fs, &c.BotNames, "discord-bot-names", "NEKRO_DISCORD_BOT_NAMES", "the bot's names, comma-separated: a guild message naming one is answered")
 	fs.Float64Var(&c.ReplyProbability, "discord-reply-probability", envFloat("NEKRO_DISCORD_REPLY_PROBABILITY"), "chance (0-1) of answering a guild message not addressed to the bot (env NEKRO_DISCORD_REPLY_PROBABILITY)")
 	return func() (adapter.Adapter, error) {
 		if c.Token == "" {
@@ -301,24 +301,6 @@ func hostPort(raw string) string {
 // jitter is d give or take a quarter.
 func jitter(d time.Duration) time.Duration {
 	return d*3/4 + time.Duration(rand.Int64N(int64(d)/2+1))
-}
-
-func listFlag(fs *flag.FlagSet, dst *[]string, name, env, usage string) {
-	*dst = splitList(os.Getenv(env))
-	fs.Func(name, usage+" (env "+env+")", func(v string) error {
-		*dst = splitList(v)
-		return nil
-	})
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 func envOr(name, def string) string {

@@ -91,10 +91,10 @@ func configure(fs *flag.FlagSet) func() (adapter.Adapter, error) {
 	// A secret: never shown in --help, and a warning when given as a flag.
 	adapter.SecretString(fs, &c.Token, "onebot-token", "NEKRO_ONEBOT_TOKEN", "OneBot v11 access token; enables the reverse WebSocket at "+Path)
 	fs.StringVar(&c.WSURL, "onebot-ws-url", os.Getenv("NEKRO_ONEBOT_WS_URL"), "OneBot v11 forward mode: the implementation's WebSocket URL nekro dials, e.g. ws://127.0.0.1:3001 (env NEKRO_ONEBOT_WS_URL)")
-	listFlag(fs, &c.BotNames, "onebot-bot-names", "NEKRO_ONEBOT_BOT_NAMES", "the bot's names, comma-separated: a group message naming one is answered")
+	adapter.ListFlag(fs, &c.BotNames, "onebot-bot-names", "NEKRO_ONEBOT_BOT_NAMES", "the bot's names, comma-separated: a group message naming one is answered")
 	fs.Float64Var(&c.ReplyProbability, "onebot-reply-probability", envFloat("NEKRO_ONEBOT_REPLY_PROBABILITY"), "chance (0-1) of answering a group message not addressed to the bot (env NEKRO_ONEBOT_REPLY_PROBABILITY)")
-	listFlag(fs, &c.Groups, "onebot-groups", "NEKRO_ONEBOT_GROUPS", "group ids the bot reads and answers, comma-separated; empty: every group")
-	listFlag(fs, &c.FileHosts, "onebot-file-hosts", "NEKRO_ONEBOT_FILE_HOSTS", "host:port of the implementation's own file server, which image downloads may reach though private")
+	adapter.ListFlag(fs, &c.Groups, "onebot-groups", "NEKRO_ONEBOT_GROUPS", "group ids the bot reads and answers, comma-separated; empty: every group")
+	adapter.ListFlag(fs, &c.FileHosts, "onebot-file-hosts", "NEKRO_ONEBOT_FILE_HOSTS", "host:port of the implementation's own file server, which image downloads may reach though private")
 	fs.DurationVar(&c.ActionTimeout, "onebot-action-timeout", envDuration("NEKRO_ONEBOT_ACTION_TIMEOUT", DefaultActionTimeout), "how long nekro waits for the answer to one OneBot action (env NEKRO_ONEBOT_ACTION_TIMEOUT)")
 	return func() (adapter.Adapter, error) {
 		if c.Token == "" && c.WSURL == "" {
@@ -327,24 +327,6 @@ func redact(raw string) string {
 		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()
-}
-
-func listFlag(fs *flag.FlagSet, dst *[]string, name, env, usage string) {
-	*dst = splitList(os.Getenv(env))
-	fs.Func(name, usage+" (env "+env+")", func(v string) error {
-		*dst = splitList(v)
-		return nil
-	})
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 func envFloat(name string) float64 {

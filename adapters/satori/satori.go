@@ -98,8 +98,8 @@ func configure(fs *flag.FlagSet) func() (adapter.Adapter, error) {
 	var c Config
 	fs.StringVar(&c.URL, "satori-url", os.Getenv("NEKRO_SATORI_URL"), "the Satori server's base URL, before /v1 (e.g. http://127.0.0.1:5140/satori for Koishi); enables the Satori adapter (env NEKRO_SATORI_URL)")
 	adapter.SecretString(fs, &c.Token, "satori-token", "NEKRO_SATORI_TOKEN", "the Satori server's token, if it has one")
-	listFlag(fs, &c.Platforms, "satori-platforms", "NEKRO_SATORI_PLATFORMS", "Satori platforms (login platform names, e.g. discord,qq) read and answered, comma-separated; empty: all")
-	listFlag(fs, &c.BotNames, "satori-bot-names", "NEKRO_SATORI_BOT_NAMES", "the bot's names, comma-separated: a group message naming one is answered")
+	adapter.ListFlag(fs, &c.Platforms, "satori-platforms", "NEKRO_SATORI_PLATFORMS", "Satori platforms (login platform names, e.g. discord,qq) read and answered, comma-separated; empty: all")
+	adapter.ListFlag(fs, &c.BotNames, "satori-bot-names", "NEKRO_SATORI_BOT_NAMES", "the bot's names, comma-separated: a group message naming one is answered")
 	fs.Float64Var(&c.ReplyProbability, "satori-reply-probability", envFloat("NEKRO_SATORI_REPLY_PROBABILITY"), "chance (0-1) of answering a group message not addressed to the bot (env NEKRO_SATORI_REPLY_PROBABILITY)")
 	return func() (adapter.Adapter, error) {
 		if c.URL == "" {
@@ -383,24 +383,6 @@ func hostPort(raw string) string {
 // jitter is d give or take a quarter.
 func jitter(d time.Duration) time.Duration {
 	return d*3/4 + time.Duration(rand.Int64N(int64(d)/2+1))
-}
-
-func listFlag(fs *flag.FlagSet, dst *[]string, name, env, usage string) {
-	*dst = splitList(os.Getenv(env))
-	fs.Func(name, usage+" (env "+env+")", func(v string) error {
-		*dst = splitList(v)
-		return nil
-	})
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 func envFloat(name string) float64 {

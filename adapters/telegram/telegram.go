@@ -107,8 +107,8 @@ func configure(fs *flag.FlagSet) func() (adapter.Adapter, error) {
 	adapter.SecretString(fs, &c.Token, "telegram-token", "NEKRO_TELEGRAM_TOKEN", "Telegram bot token from @BotFather; turns the Telegram adapter on")
 	fs.StringVar(&c.APIURL, "telegram-api-url", envOr("NEKRO_TELEGRAM_API_URL", DefaultAPIURL), "Telegram Bot API root, for a local Bot API server (env NEKRO_TELEGRAM_API_URL)")
 	fs.StringVar(&c.WebhookURL, "telegram-webhook-url", os.Getenv("NEKRO_TELEGRAM_WEBHOOK_URL"), "Telegram webhook mode: the public HTTPS URL that reaches "+WebhookPath+" on nekro serve; empty: long polling (env NEKRO_TELEGRAM_WEBHOOK_URL)")
-	listFlag(fs, &c.Chats, "telegram-chats", "NEKRO_TELEGRAM_CHATS", "Telegram chat ids the bot reads and answers, comma-separated (a user's id for a private chat, a negative id for a group); empty: every chat")
-	listFlag(fs, &c.BotNames, "telegram-bot-names", "NEKRO_TELEGRAM_BOT_NAMES", "the bot's names, comma-separated: a Telegram group message naming one is answered")
+	adapter.ListFlag(fs, &c.Chats, "telegram-chats", "NEKRO_TELEGRAM_CHATS", "Telegram chat ids the bot reads and answers, comma-separated (a user's id for a private chat, a negative id for a group); empty: every chat")
+	adapter.ListFlag(fs, &c.BotNames, "telegram-bot-names", "NEKRO_TELEGRAM_BOT_NAMES", "the bot's names, comma-separated: a Telegram group message naming one is answered")
 	fs.Float64Var(&c.ReplyProbability, "telegram-reply-probability", envFloat("NEKRO_TELEGRAM_REPLY_PROBABILITY"), "chance (0-1) of answering a Telegram group message not addressed to the bot (env NEKRO_TELEGRAM_REPLY_PROBABILITY)")
 	return func() (adapter.Adapter, error) {
 		if c.Token == "" {
@@ -503,24 +503,6 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
-}
-
-func listFlag(fs *flag.FlagSet, dst *[]string, name, env, usage string) {
-	*dst = splitList(os.Getenv(env))
-	fs.Func(name, usage+" (env "+env+")", func(v string) error {
-		*dst = splitList(v)
-		return nil
-	})
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 func envFloat(name string) float64 {
