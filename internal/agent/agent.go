@@ -92,6 +92,9 @@ type Config struct {
 	Persona func(ctx context.Context, chatKey string) (Persona, error)
 	// Observer, when set, is told how every turn ended (nekro's metrics).
 	Observer TurnObserver
+	// Memory, when set, recalls memories into each turn's prompt, learns
+	// after each turn and forgets a reset chat (internal/memory).
+	Memory Memory
 	Log      *slog.Logger
 }
 
@@ -355,7 +358,8 @@ func (a *Agent) Prompt(ctx context.Context, chatKey, userID string) ([]llm.ChatM
 	for i := len(history) - 1; i >= 0 && history[i].Role == chat.User; i-- {
 		answering = append([]chat.Message{history[i]}, answering...)
 	}
-	return TurnPromptFor(a.plugins.ChatView(ctx, chatKey, userID), a.persona(ctx, chatKey), chatKey, history, answering), nil
+	msgs := TurnPromptFor(a.plugins.ChatView(ctx, chatKey, userID), a.persona(ctx, chatKey), chatKey, history, answering)
+	return a.withMemories(ctx, msgs, chatKey, answering), nil
 }
 
 // Exec runs code in the chat's sandbox without a model (the API's
@@ -418,6 +422,9 @@ func (a *Agent) ResetCount(ctx context.Context, chatKey string) (int64, error) {
 	}
 	if err := a.plugins.ResetChat(ctx, chatKey); err != nil {
 		return n, fmt.Errorf("chat %s was reset, but: %w", chatKey, err)
+	}
+	if err := a.forgetChat(ctx, chatKey); err != nil {
+		return n, fmt.Errorf("chat %s was reset, but its memories were not erased: %w", chatKey, err)
 	}
 	return n, nil
 }

@@ -224,6 +224,7 @@ func (a *Agent) claimAndRun(chatKey string, st *chatState) error {
 	}
 	// Record the end even when the turn's context is gone.
 	err = a.finish(turn, end)
+	a.turnEnded(chatKey)
 	if a.cfg.Observer != nil {
 		a.cfg.Observer.TurnFinished(turn.Status, time.Since(start))
 	}

@@ -81,7 +81,7 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 		turn.Requests += int(pluginUse.requests.Load())
 		turn.ModelUS += pluginUse.micros.Load()
 	}()
-	msgs := TurnPromptFor(view, persona, chatKey, history, claimed)
+	msgs := a.withMemories(ctx, TurnPromptFor(view, persona, chatKey, history, claimed), chatKey, claimed)
 	for i := 1; i <= a.cfg.MaxIterations; i++ {
 		comp, err := a.router.Route(ctx, "", msgs)
 		turn.Requests++

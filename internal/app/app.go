@@ -30,6 +30,7 @@ import (
 	"github.com/nekro-go/nekro/internal/kv"
 	"github.com/nekro-go/nekro/internal/kv/kvopen"
 	"github.com/nekro-go/nekro/internal/mcp"
+	"github.com/nekro-go/nekro/internal/memory"
 	"github.com/nekro-go/nekro/internal/metrics"
 	"github.com/nekro-go/nekro/internal/models"
 	"github.com/nekro-go/nekro/internal/pluginhost"
@@ -39,6 +40,7 @@ import (
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/schedule"
 	"github.com/nekro-go/nekro/internal/users"
+	"github.com/nekro-go/nekro/internal/vector"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -91,6 +93,9 @@ type Config struct {
 	Adapters []adapter.Adapter
 	// Agent tunes turns.
 	Agent agent.Config
+	// Memory tunes the long-term memory (--memory and its settings); its
+	// Log is filled in here.
+	Memory memory.Options
 	Log   *slog.Logger
 
 	// watchPlugins makes the Python plugins follow their files (Serve).
@@ -130,6 +135,10 @@ type App struct {
 	Python *pyplugin.Set
 	// MCP is the MCP servers of Config.MCPConfig, as plugins.
 	MCP *mcp.Set
+	// Memories are the chats' long-term memories (listed, deleted,
+	// erased with a user); Memory learns and recalls them in turns.
+	Memories *memory.Store
+	Memory   *memory.Service
 
 	log     *slog.Logger
 	closers []func(context.Context) error // in opening order
@@ -303,6 +312,18 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		return agent.Persona{Name: p.Name, Content: p.Content, Lang: p.Lang}, nil
 	}
 	ac.Observer = a.Metrics
+	if err := a.openMemories(ctx); err != nil {
+		return nil, err
+	}
+	mo := cfg.Memory
+	if mo.Log == nil {
+		mo.Log = cfg.Log
+	}
+	// The memory's worker stops after the agent, whose last turns queue
+	// their extractions; those still queued are dropped.
+	a.Memory = memory.NewService(a.Memories, a.Models, a.Chats, mo)
+	a.closers = append(a.closers, func(context.Context) error { return a.Memory.Close() })
+	ac.Memory = a.Memory
 	a.Agent = agent.New(a.Host, a.Chats, nil, ac)
 	a.Metrics.Gauge("nekro_turn_queue_depth", "Chats whose messages wait for a turn.",
 		func() float64 { return float64(a.Agent.QueueDepth()) })
@@ -483,6 +504,36 @@ func (a *App) openStore(ctx context.Context, cfg Config) error {
 	}
 	a.Store = st
 	a.closers = append(a.closers, st.Close)
+	return nil
+}
+
+// OpenMemories opens the database and the memories' store on it, and
+// nothing else: what `nekro memories` and `nekro kv erase-user` need.
+func OpenMemories(ctx context.Context, cfg Config) (*App, error) {
+	cfg.defaults()
+	a := &App{log: cfg.Log}
+	if err := a.openStore(ctx, cfg); err != nil {
+		a.Close(ctx)
+		return nil, err
+	}
+	if err := a.openMemories(ctx); err != nil {
+		a.Close(ctx)
+		return nil, err
+	}
+	return a, nil
+}
+
+// openMemories opens the vector store and the memories' store on a.DB.
+func (a *App) openMemories(ctx context.Context) error {
+	vs, err := vector.Open(ctx, a.DB)
+	if err != nil {
+		return err
+	}
+	a.closers = append(a.closers, func(context.Context) error { return vs.Close() })
+	if a.Memories, err = memory.Open(ctx, a.DB, vs); err != nil {
+		return err
+	}
+	a.closers = append(a.closers, func(context.Context) error { return a.Memories.Close() })
 	return nil
 }
 
