@@ -90,11 +90,11 @@ type Config struct {
 	// (its text joins the system prompt, its language the prompt's fixed
 	// parts and the notices users read); nil or an error: none, English.
 	Persona func(ctx context.Context, chatKey string) (Persona, error)
-	// Observer, when set, is told how every turn ended (nekro's metrics).
-	Observer TurnObserver
 	// Memory, when set, recalls memories into each turn's prompt, learns
 	// after each turn and forgets a reset chat (internal/memory).
 	Memory Memory
+	// Observer, when set, is told how every turn ended (nekro's metrics).
+	Observer TurnObserver
 	Log      *slog.Logger
 }
 

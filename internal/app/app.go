@@ -91,11 +91,12 @@ type Config struct {
 	// Adapters are the chat platforms to connect (nekro serve only; see
 	// package adapter): started after the agent, stopped after it.
 	Adapters []adapter.Adapter
-	// Agent tunes turns.
-	Agent agent.Config
 	// Memory tunes the long-term memory (--memory and its settings); its
 	// Log is filled in here.
 	Memory memory.Options
+
+	// Agent tunes turns.
+	Agent agent.Config
 	Log   *slog.Logger
 
 	// watchPlugins makes the Python plugins follow their files (Serve).
