@@ -126,6 +126,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/chats/{chat}/preset", s.memberOnly(s.chatPreset))
 	mux.HandleFunc("PUT /api/chats/{chat}/preset", adminOnly(s.choosePreset))
 	mux.HandleFunc("GET /api/chats/{chat}/prompt", adminOnly(s.chatPrompt))
+	mux.HandleFunc("GET /api/chats/{chat}/memories", s.memberOnly(s.listMemories))
+	mux.HandleFunc("DELETE /api/chats/{chat}/memories/{id}", s.memberOnly(s.deleteMemory))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 	})
