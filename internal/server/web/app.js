@@ -290,6 +290,7 @@ async function openChat(key, { fresh = false } = {}) {
   setWorking();
   $("send-fields").disabled = false;
   say("Chat " + key + (history.messages.length ? "" : ": no messages yet"));
+  showMemories(); // memories.js
   follow(gen);
   fillScreen(gen);
 }
