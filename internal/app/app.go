@@ -324,7 +324,9 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	// their extractions; those still queued are dropped.
 	a.Memory = memory.NewService(a.Memories, a.Models, a.Chats, mo)
 	a.closers = append(a.closers, func(context.Context) error { return a.Memory.Close() })
-	ac.Memory = a.Memory
+	if ac.Memory == nil { // tests may give the agent a memory of their own
+		ac.Memory = a.Memory
+	}
 	a.Agent = agent.New(a.Host, a.Chats, nil, ac)
 	a.Metrics.Gauge("nekro_turn_queue_depth", "Chats whose messages wait for a turn.",
 		func() float64 { return float64(a.Agent.QueueDepth()) })
