@@ -57,6 +57,12 @@ func (g *globals) envBool(flag string, def bool) bool {
 	return def
 }
 
+// openMemories opens the memories of an existing database: a wrong
+// --data is an error, not a new empty database (as for nekro kv).
+func openMemories(cmd *cobra.Command, g *globals) (*app.App, error) {
+	return (&kvFlags{}).openWith(cmd, g, app.OpenMemories)
+}
+
 func newMemoriesCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "memories",
@@ -72,7 +78,7 @@ every chat; resetting a chat erases the chat's.`,
 		Short: "Print the memories learned in CHAT: id, about whom, when, text",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := app.OpenMemories(cmd.Context(), g.config())
+			a, err := openMemories(cmd, g)
 			if err != nil {
 				return err
 			}
@@ -108,7 +114,7 @@ every chat; resetting a chat erases the chat's.`,
 			if err != nil {
 				return fmt.Errorf("memory id %q is not a number (nekro memories list %s shows them)", args[1], args[0])
 			}
-			a, err := app.OpenMemories(cmd.Context(), g.config())
+			a, err := openMemories(cmd, g)
 			if err != nil {
 				return err
 			}
