@@ -190,6 +190,17 @@ func TestMemoryThroughTheBinary(t *testing.T) {
 	if len(ms) != 1 || ms[0].UserID != "bob" {
 		t.Fatalf("after erase-user alice: %+v", ms)
 	}
+	// nekro memories rm deletes one from the shell; a wrong --data is an error.
+	if r := testutil.RunNekro(t, nil, "memories", "rm", "home", fmt.Sprint(ms[0].ID), "--data", data); r.Code != 0 {
+		t.Fatalf("nekro memories rm: %d %s %s", r.Code, r.Stdout, r.Stderr)
+	}
+	if r := testutil.RunNekro(t, nil, "memories", "list", "home", "--data", data); r.Code != 0 ||
+		!strings.Contains(r.Stdout, "no memories of chat home") {
+		t.Fatalf("nekro memories list after rm: %d %s %s", r.Code, r.Stdout, r.Stderr)
+	}
+	if r := testutil.RunNekro(t, nil, "memories", "list", "home", "--data", data+"-wrong"); r.Code == 0 {
+		t.Fatalf("nekro memories list with a wrong --data succeeded: %s", r.Stdout)
+	}
 	ask = s.post("home", "alice", "which language do I speak, Basque?")
 	if _, block, _ := strings.Cut(s.answered("home", ask), "<memories>"); strings.Contains(block, "Basque") {
 		t.Fatalf("an erased memory is recalled:\n%s", block)
