@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nekro-go/nekro/internal/kv/kvtest"
 	"github.com/nekro-go/nekro/internal/llm/llmtest"
 	"github.com/nekro-go/nekro/internal/memory"
 	"github.com/nekro-go/nekro/internal/testutil"
@@ -110,6 +111,12 @@ func TestMemoryThroughTheBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts nekro")
 	}
+	t.Run("sqlite", func(t *testing.T) { memoryThroughTheBinary(t, "") })
+	// The same on PostgreSQL, the server and the CLI sharing it.
+	t.Run("postgres", func(t *testing.T) { memoryThroughTheBinary(t, kvtest.FreshSchema(t, kvtest.PostgresURL(t))) })
+}
+
+func memoryThroughTheBinary(t *testing.T, database string) {
 	model, err := llmtest.Start(binaryScript())
 	if err != nil {
 		t.Fatal(err)
@@ -118,8 +125,13 @@ func TestMemoryThroughTheBinary(t *testing.T) {
 	data := testutil.DataDir(t)
 	srv := testutil.Serve(t, data, "memory-test-token-0123456789",
 		"NEKRO_LLM_BASE_URL="+model.URL, "NEKRO_LLM_MODEL=chat-model", "NEKRO_LLM_API_KEY=k",
-		"NEKRO_LLM_EMBEDDING_MODEL=embed-model",
+		"NEKRO_LLM_EMBEDDING_MODEL=embed-model", "NEKRO_DATABASE_URL="+database,
 		"NEKRO_MEMORY=true", "NEKRO_MEMORY_MIN_MESSAGES=1", "NEKRO_MEMORY_PER_HOUR=1000")
+	// The CLI's commands, on the server's data and database.
+	nekro := func(args ...string) testutil.Result {
+		t.Helper()
+		return testutil.RunNekro(t, nil, append(args, "--data", data, "--database", database)...)
+	}
 	s := &served{t: t, srv: srv, model: model, data: data}
 
 	fact := s.post("home", "alice", "remember: alice keeps bees on the roof")
@@ -153,7 +165,7 @@ func TestMemoryThroughTheBinary(t *testing.T) {
 	}
 
 	// The CLI lists it while the server runs.
-	if r := testutil.RunNekro(t, nil, "memories", "list", "home", "--data", data); r.Code != 0 ||
+	if r := nekro("memories", "list", "home"); r.Code != 0 ||
 		!strings.Contains(r.Stdout, "alice keeps bees on the roof") {
 		t.Fatalf("nekro memories list home: %d %s %s", r.Code, r.Stdout, r.Stderr)
 	}
@@ -182,7 +194,7 @@ func TestMemoryThroughTheBinary(t *testing.T) {
 	// erase-user erases alice's memories (and only hers).
 	s.answered("home", s.post("home", "alice", "remember: alice speaks Basque"))
 	s.waitMemory("home", "alice speaks Basque")
-	r := testutil.RunNekro(t, nil, "kv", "erase-user", "alice", "--data", data)
+	r := nekro("kv", "erase-user", "alice")
 	if r.Code != 0 || !strings.Contains(r.Stdout, "memories\t1") {
 		t.Fatalf("nekro kv erase-user alice: %d %q %s", r.Code, r.Stdout, r.Stderr)
 	}
@@ -191,15 +203,17 @@ func TestMemoryThroughTheBinary(t *testing.T) {
 		t.Fatalf("after erase-user alice: %+v", ms)
 	}
 	// nekro memories rm deletes one from the shell; a wrong --data is an error.
-	if r := testutil.RunNekro(t, nil, "memories", "rm", "home", fmt.Sprint(ms[0].ID), "--data", data); r.Code != 0 {
+	if r := nekro("memories", "rm", "home", fmt.Sprint(ms[0].ID)); r.Code != 0 {
 		t.Fatalf("nekro memories rm: %d %s %s", r.Code, r.Stdout, r.Stderr)
 	}
-	if r := testutil.RunNekro(t, nil, "memories", "list", "home", "--data", data); r.Code != 0 ||
+	if r := nekro("memories", "list", "home"); r.Code != 0 ||
 		!strings.Contains(r.Stdout, "no memories of chat home") {
 		t.Fatalf("nekro memories list after rm: %d %s %s", r.Code, r.Stdout, r.Stderr)
 	}
-	if r := testutil.RunNekro(t, nil, "memories", "list", "home", "--data", data+"-wrong"); r.Code == 0 {
-		t.Fatalf("nekro memories list with a wrong --data succeeded: %s", r.Stdout)
+	if database == "" {
+		if r := testutil.RunNekro(t, nil, "memories", "list", "home", "--data", data+"-wrong"); r.Code == 0 {
+			t.Fatalf("nekro memories list with a wrong --data succeeded: %s", r.Stdout)
+		}
 	}
 	ask = s.post("home", "alice", "which language do I speak, Basque?")
 	if _, block, _ := strings.Cut(s.answered("home", ask), "<memories>"); strings.Contains(block, "Basque") {
