@@ -2,6 +2,7 @@ package llm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -63,9 +64,20 @@ func (s Static) Ready(context.Context) error {
 	return nil
 }
 
-// UnknownGroup is the error for a request to a group nobody configured.
-func UnknownGroup(group string) error {
-	return fmt.Errorf("no model group %q is configured (set NEKRO_LLM_%s_MODEL)", group, strings.ToUpper(group))
+// ErrUnknownGroup is what errors.Is finds in the error of a request to a
+// group nobody configured, so a caller can fall back to another group.
+var ErrUnknownGroup = errors.New("no such model group")
+
+// UnknownGroup is the error for a request to a group nobody configured;
+// it matches ErrUnknownGroup.
+func UnknownGroup(group string) error { return unknownGroupError{group} }
+
+type unknownGroupError struct{ group string }
+
+func (e unknownGroupError) Error() string {
+	return fmt.Sprintf("no model group %q is configured (set NEKRO_LLM_%s_MODEL)", e.group, strings.ToUpper(e.group))
 }
+
+func (e unknownGroupError) Is(target error) bool { return target == ErrUnknownGroup }
 
 var _ Router = Static{}

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -129,7 +131,7 @@ func (s *Service) Extract(ctx context.Context, chatKey string) (Result, error) {
 		}
 	}
 	scopes := []string{ChatScope(chatKey)}
-	for _, u := range slices.Sorted(mapKeys(senders)) {
+	for _, u := range slices.Sorted(maps.Keys(senders)) {
 		scopes = append(scopes, s.userScopes(chatKey, u)...)
 	}
 	emb, err := s.embedder(ctx)
@@ -158,20 +160,10 @@ func (s *Service) Extract(ctx context.Context, chatKey string) (Result, error) {
 // route asks the memory group, or the turns' group when there is none.
 func (s *Service) route(ctx context.Context, msgs []llm.ChatMessage) (llm.Completion, error) {
 	comp, err := s.models.Route(ctx, Group, msgs)
-	if err != nil && err.Error() == llm.UnknownGroup(Group).Error() {
+	if errors.Is(err, llm.ErrUnknownGroup) {
 		return s.models.Route(ctx, "", msgs)
 	}
 	return comp, err
-}
-
-func mapKeys(m map[string]bool) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // relevant returns up to n memories of scopes most similar to text (the
@@ -189,8 +181,7 @@ func (s *Service) relevant(ctx context.Context, emb *llm.Embeddings, scopes []st
 		if len(hits) > 0 {
 			ids := make([]int64, 0, len(hits))
 			for _, h := range hits {
-				var id int64
-				if _, err := fmt.Sscan(h.ID, &id); err == nil {
+				if id, err := strconv.ParseInt(h.ID, 10, 64); err == nil {
 					ids = append(ids, id)
 				}
 			}

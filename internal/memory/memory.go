@@ -28,6 +28,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -380,7 +381,7 @@ func (s *Store) dropVectors(ctx context.Context, ms []Memory) error {
 }
 
 // vectorID is a memory's item id in the vector store.
-func vectorID(id int64) string { return fmt.Sprintf("%d", id) }
+func vectorID(id int64) string { return strconv.FormatInt(id, 10) }
 
 // countDeletion bumps chatKey's deletion count inside tx.
 func countDeletion(ctx context.Context, tx *sql.Tx, chatKey string) error {

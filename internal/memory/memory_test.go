@@ -348,3 +348,30 @@ func TestBlock(t *testing.T) {
 		t.Fatal("a block of no memories")
 	}
 }
+
+// The memory model is the group "memory" when there is one (the turns'
+// group otherwise, as every other test here has it).
+func TestMemoryGroup(t *testing.T) {
+	f := setup(t, memory.Options{}, false)
+	none := ""
+	own, err := llmtest.Start(memoryScript(&none))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	client, err := llm.NewClient(llm.Config{BaseURL: own.URL, Model: "memory-model", RetryBase: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := memory.NewService(f.store, models{Static: llm.Static{Default: llm.None{Reason: llm.ErrNoModel},
+		Groups: map[string]llm.Model{memory.Group: client}}, url: f.model.URL}, f.chats,
+		memory.Options{Enabled: true, MinMessages: 1, Log: slog.New(slog.DiscardHandler)})
+	defer svc.Close()
+	f.chats.add("a", chat.User, "alice", "remember: alice sings")
+	if res, err := svc.Extract(context.Background(), "a"); err != nil || res.Added != 1 {
+		t.Fatalf("extract = %+v, %v", res, err)
+	}
+	if n := len(own.Requests()); n != 1 || own.Requests()[0].Model != "memory-model" {
+		t.Fatalf("the memory group got %d requests", n)
+	}
+}

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -42,7 +43,7 @@ func (s *Service) recall(ctx context.Context, chatKey string, answering []chat.M
 		query.WriteString(m.Text + "\n")
 	}
 	scopes := []string{ChatScope(chatKey)}
-	for _, u := range slices.Sorted(mapKeys(users)) {
+	for _, u := range slices.Sorted(maps.Keys(users)) {
 		scopes = append(scopes, s.userScopes(chatKey, u)...)
 	}
 	// No request to the embedding model for a chat with nothing to recall.
