@@ -12,8 +12,8 @@ import (
 // measured once with a BPE tokenizer outside this repository: nekro
 // ships no tokenizer, this table is how its estimate is checked.
 var tokenSamples = []struct {
-	text           string
-	cl100k, o200k  int
+	text          string
+	cl100k, o200k int
 	lowPct, hiPct int // the estimate's allowed error against the nearer count, percent
 }{
 	{"The quick brown fox jumps over the lazy dog, and then it runs back home to sleep.", 19, 19, -20, 20},
