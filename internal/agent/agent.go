@@ -348,7 +348,9 @@ var ErrDropped = errors.New("a plugin's message hook dropped the message")
 // Prompt returns the first request a turn in chatKey would send the model
 // now, for userID (may be empty): the system prompt with the chat's
 // methods, the plugins' injected context and the history, the chat's
-// unanswered messages as those to answer.
+// unanswered messages as those to answer. Older history that does not fit
+// the model's window shows as the kept summary; a summary is never
+// written here.
 func (a *Agent) Prompt(ctx context.Context, chatKey, userID string) ([]llm.ChatMessage, error) {
 	history, err := a.chats.History(ctx, chatKey, a.cfg.MaxHistory)
 	if err != nil {
@@ -358,8 +360,8 @@ func (a *Agent) Prompt(ctx context.Context, chatKey, userID string) ([]llm.ChatM
 	for i := len(history) - 1; i >= 0 && history[i].Role == chat.User; i-- {
 		answering = append([]chat.Message{history[i]}, answering...)
 	}
-	msgs := TurnPromptFor(a.plugins.ChatView(ctx, chatKey, userID), a.persona(ctx, chatKey), chatKey, history, answering)
-	return a.withMemories(ctx, msgs, chatKey, answering), nil
+	msgs, _ := a.turnPrompt(ctx, a.plugins.ChatView(ctx, chatKey, userID), a.persona(ctx, chatKey), chatKey, history, answering, false)
+	return msgs, nil
 }
 
 // Exec runs code in the chat's sandbox without a model (the API's

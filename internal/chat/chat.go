@@ -99,8 +99,11 @@ type PromptContext struct {
 	// free for the answer, so the prompt may take Window - Reserve.
 	Window  int `json:"window"`
 	Reserve int `json:"reserve"`
-	// Tokens is the prompt's estimated size (llm.EstimatePrompt).
+	// Tokens is the prompt's estimated size (llm.EstimatePrompt); Fixed
+	// that of its parts besides the history (system prompt, persona,
+	// method docs, plugins' injected context, the messages it answers).
 	Tokens int `json:"tokens"`
+	Fixed  int `json:"fixed"`
 	// Shown is how many history messages the prompt shows as they are.
 	Shown int `json:"shown"`
 	// Summary is set when the prompt holds a summary of older messages:
