@@ -49,6 +49,9 @@ const (
 	maxSummaryTokens = 2000
 )
 
+// estimateMargin is kept free besides the history's estimated parts.
+const estimateMargin = 16
+
 // window returns the window the turn's prompt must fit: the default
 // group's, or the smallest along its fallbacks (llm.Windows); the
 // default window when the router knows none.
@@ -115,7 +118,15 @@ func fitWith(history []chat.Message, sum *chat.HistorySummary, room int) (f fitt
 		room -= llm.EstimateTokens(summaryBlock(sum))
 	}
 	entries, first, _ := newestWithin(rest, max(room, 0))
+	if first > 0 { // the note saying so takes room too
+		entries, first, _ = newestWithin(rest, max(room-llm.EstimateTokens(omittedNote(first)), 0))
+	}
 	return fitted{summary: sum, shown: rest[first:], entries: entries, omitted: first}, first == 0
+}
+
+// omittedNote says that n older messages are left out with no summary.
+func omittedNote(n int) string {
+	return fmt.Sprintf("[nekro: %d older message(s) left out: the history shown is cut to the model's context window, newest kept]\n", n)
 }
 
 // windowedPrompt is TurnPromptFor showing f: its summary and messages,
@@ -123,7 +134,7 @@ func fitWith(history []chat.Message, sum *chat.HistorySummary, room int) (f fitt
 func windowedPrompt(view host.ChatView, p Persona, chatKey string, f fitted, answering []chat.Message) []llm.ChatMessage {
 	var head strings.Builder
 	if f.omitted > 0 {
-		fmt.Fprintf(&head, "[nekro: %d older message(s) left out: the history shown is cut to the model's context window, newest kept]\n", f.omitted)
+		head.WriteString(omittedNote(f.omitted))
 	}
 	if f.summary != nil {
 		head.WriteString(summaryBlock(f.summary))
@@ -144,7 +155,9 @@ func (a *Agent) turnPrompt(ctx context.Context, view host.ChatView, p Persona, c
 	w := a.window(ctx, "")
 	pc := &chat.PromptContext{Group: w.Group, Window: w.Tokens, Reserve: w.Reserve,
 		Fixed: llm.EstimatePrompt(TurnPromptFor(view, p, chatKey, nil, answering))}
-	room := w.Prompt() - pc.Fixed
+	// The room of the history, less a margin for what the estimate of
+	// its parts, added up, may miss of the whole.
+	room := w.Prompt() - pc.Fixed - estimateMargin
 	sum, err := a.chats.HistorySummaryOf(ctx, chatKey)
 	if err != nil {
 		a.log.Warn("the chat's summary could not be read; the history is cut without it", "chat", chatKey, "err", err)
@@ -297,7 +310,7 @@ func (a *Agent) afterTurn(ctx context.Context, chatKey string, pc *chat.PromptCo
 	if pc == nil || pc.Window == 0 {
 		return
 	}
-	room := pc.Window - pc.Reserve - pc.Fixed
+	room := pc.Window - pc.Reserve - pc.Fixed - estimateMargin
 	history, err := a.chats.History(ctx, chatKey, a.cfg.MaxHistory)
 	if err != nil {
 		return
