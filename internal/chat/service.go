@@ -345,7 +345,7 @@ func hasFiles(dir string) bool {
 
 // Turns returns the chat's turns, oldest first.
 func (s *Service) Turns(ctx context.Context, chatKey string) ([]Turn, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, chat_key, status, error, iterations, requests, model_us, started_at, finished_at, model_group, prompt_context
+	rows, err := s.r.QueryContext(ctx, `SELECT `+turnColumns+`
 		FROM chat_turns WHERE chat_key = $1 ORDER BY id`, chatKey)
 	if err != nil {
 		return nil, fmt.Errorf("turns of %s: %w", chatKey, err)
@@ -361,7 +361,7 @@ func (s *Service) TurnsPage(ctx context.Context, chatKey string, limit int, befo
 	if before <= 0 {
 		before = math.MaxInt64
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT id, chat_key, status, error, iterations, requests, model_us, started_at, finished_at, model_group, prompt_context
+	rows, err := s.r.QueryContext(ctx, `SELECT `+turnColumns+`
 		FROM chat_turns WHERE chat_key = $1 AND id < $2 ORDER BY id DESC LIMIT $3`, chatKey, before, limit+1)
 	if err != nil {
 		return nil, 0, fmt.Errorf("turns of %s: %w", chatKey, err)
@@ -377,6 +377,9 @@ func (s *Service) TurnsPage(ctx context.Context, chatKey string, limit int, befo
 	slices.Reverse(ts)
 	return ts, next, nil
 }
+
+// turnColumns are the columns scanTurns reads, in its order.
+const turnColumns = `id, chat_key, status, error, iterations, requests, model_us, started_at, finished_at, model_group, prompt_context`
 
 func scanTurns(rows *sql.Rows, chatKey string) ([]Turn, error) {
 	defer rows.Close()
