@@ -360,7 +360,7 @@ func (a *Agent) Prompt(ctx context.Context, chatKey, userID string) ([]llm.ChatM
 	for i := len(history) - 1; i >= 0 && history[i].Role == chat.User; i-- {
 		answering = append([]chat.Message{history[i]}, answering...)
 	}
-	msgs, _ := a.turnPrompt(ctx, a.plugins.ChatView(ctx, chatKey, userID), a.persona(ctx, chatKey), chatKey, history, answering, false)
+	msgs, _ := a.turnPrompt(ctx, a.plugins.ChatView(ctx, chatKey, userID), a.persona(ctx, chatKey), chatKey, history, answering, nil)
 	return msgs, nil
 }
 

@@ -202,6 +202,9 @@ func TestFailedSummaryCutsTheHistory(t *testing.T) {
 	if pc := rec.Context; pc == nil || !pc.Summary || pc.Summarized == 0 || pc.Omitted != 0 || pc.Note != "" || pc.Tokens > w.Prompt() {
 		t.Fatalf("the turn that summarized: %+v", rec.Context)
 	}
+	if rec.Requests != 2 {
+		t.Errorf("the turn that summarized made %d model requests, want 2 (the summary and its own)", rec.Requests)
+	}
 }
 
 // A short chat: the prompt is the one it always was (no summary, no

@@ -81,7 +81,8 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 		turn.Requests += int(pluginUse.requests.Load())
 		turn.ModelUS += pluginUse.micros.Load()
 	}()
-	msgs, pctx := a.turnPrompt(ctx, view, persona, chatKey, history, claimed, true)
+	// A summary the prompt needs first counts with the turn's requests.
+	msgs, pctx := a.turnPrompt(ctx, view, persona, chatKey, history, claimed, &pluginUse)
 	turn.Context = pctx
 	for i := 1; i <= a.cfg.MaxIterations; i++ {
 		comp, err := a.router.Route(ctx, "", msgs)
