@@ -197,6 +197,12 @@ func TestFailedSummaryCutsTheHistory(t *testing.T) {
 
 	// Once the summary model answers again, the next turn, finding no
 	// summary ready, writes one before its prompt, and says so.
+	// (The refresh after that turn failed too: two summary requests.)
+	for deadline := time.Now().Add(30 * time.Second); countSummaryRequests(l) < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d summary requests, want 2: the turn's and the refresh's after it", countSummaryRequests(l))
+		}
+	}
 	failing.Store(false)
 	rec = postTurn(t, l, "cut", "and now?")
 	if pc := rec.Context; pc == nil || !pc.Summary || pc.Summarized == 0 || pc.Omitted != 0 || pc.Note != "" || pc.Tokens > w.Prompt() {
@@ -222,6 +228,16 @@ func TestShortChatPromptUnchanged(t *testing.T) {
 	if want := agent.HistoryPrompt("short", mustHistory(t, l, "short")[:1], mustHistory(t, l, "short")[:1]); !strings.HasSuffix(reqs[0].Last(), want) {
 		t.Errorf("the history is not rendered as HistoryPrompt renders it:\n%s\nwant suffix:\n%s", reqs[0].Last(), want)
 	}
+}
+
+func countSummaryRequests(l *loop) int {
+	n := 0
+	for _, r := range l.model.Requests() {
+		if isSummaryRequest(r) {
+			n++
+		}
+	}
+	return n
 }
 
 // postTurn posts a user message and waits for the turn that answers it
