@@ -146,7 +146,8 @@ func windowedPrompt(view host.ChatView, p Persona, chatKey string, f fitted, ans
 }
 
 // turnPrompt builds a turn's first prompt within the window of the
-// group that answers, and says how it fit. A chat with no summary whose
+// group that answers, with the memory's block when there is one, and
+// says how it fit. A chat with no summary whose
 // history fits gets TurnPromptFor's prompt. Given use (a turn's count of
 // model requests), a turn whose history overflows and has no summary
 // ready writes one first, within SummaryDeadline, counted in use; with
@@ -154,8 +155,11 @@ func windowedPrompt(view host.ChatView, p Persona, chatKey string, f fitted, ans
 // start from.
 func (a *Agent) turnPrompt(ctx context.Context, view host.ChatView, p Persona, chatKey string, history, answering []chat.Message, use *modelUse) ([]llm.ChatMessage, *chat.PromptContext) {
 	w := a.window(ctx, "")
+	// The memory's block (recalled once) is part of every version of the
+	// prompt, so its tokens count with the fixed parts.
+	memories := a.memoryBlock(ctx, chatKey, answering)
 	pc := &chat.PromptContext{Group: w.Group, Window: w.Tokens, Reserve: w.Reserve,
-		Fixed: llm.EstimatePrompt(TurnPromptFor(view, p, chatKey, nil, answering))}
+		Fixed: llm.EstimatePrompt(withBlock(TurnPromptFor(view, p, chatKey, nil, answering), memories))}
 	// The room of the history, less a margin for what the estimate of
 	// its parts, added up, may miss of the whole.
 	room := w.Prompt() - pc.Fixed - estimateMargin
@@ -165,7 +169,7 @@ func (a *Agent) turnPrompt(ctx context.Context, view host.ChatView, p Persona, c
 		sum = nil
 	}
 	if sum == nil {
-		full := TurnPromptFor(view, p, chatKey, history, answering)
+		full := withBlock(TurnPromptFor(view, p, chatKey, history, answering), memories)
 		if pc.Tokens = llm.EstimatePrompt(full); pc.Tokens <= w.Prompt() {
 			_, omitted := renderNewest(history, MaxPromptHistoryBytes)
 			pc.Shown, pc.Omitted = len(history)-omitted, omitted
@@ -189,7 +193,7 @@ func (a *Agent) turnPrompt(ctx context.Context, view host.ChatView, p Persona, c
 	if !ok && pc.Note == "" {
 		pc.Note = "the newest messages alone fill the context window"
 	}
-	msgs := windowedPrompt(view, p, chatKey, f, answering)
+	msgs := withBlock(windowedPrompt(view, p, chatKey, f, answering), memories)
 	pc.Tokens, pc.Shown, pc.Omitted = llm.EstimatePrompt(msgs), len(f.shown), f.omitted
 	if f.summary != nil {
 		pc.Summary, pc.SummaryThrough, pc.SummaryCovered, pc.SummaryTokens = true, f.summary.ThroughID, f.summary.Covered, f.summary.Tokens

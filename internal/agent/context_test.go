@@ -273,3 +273,35 @@ func mustHistory(t *testing.T, l *loop, chatKey string) []chat.Message {
 	}
 	return ms
 }
+
+// The memory's block counts with the prompt's fixed parts: with it, the
+// history gets less room, and the prompt, block included, fits.
+func TestMemoryBlockCountsInTheWindow(t *testing.T) {
+	mem := &fakeMemory{block: "<memories>\n" + strings.Repeat("- about the chat: it likes owls and long walks\n", 60) + "</memories>\n"}
+	l := newLoop(t, func(r llmtest.Request) llmtest.Reply {
+		if isSummaryRequest(r) {
+			return llmtest.Reply{Text: "SUMMARY: owls."}
+		}
+		return llmtest.Reply{Text: "Noted, thank you!"}
+	}, agent.Config{Memory: mem})
+	w := setWindow(t, l, 4000, 500)
+	var rec chat.Turn
+	for i := 1; i <= 12; i++ {
+		rec = postTurn(t, l, "mem", longMessage(i))
+	}
+	blockTokens := llm.EstimateTokens(mem.block)
+	if pc := rec.Context; pc == nil || pc.Fixed < blockTokens || pc.Tokens > w.Prompt() || !pc.Summary {
+		t.Fatalf("the last turn's context (block %d tokens): %+v", blockTokens, rec.Context)
+	}
+	for _, r := range l.model.Requests() {
+		if isSummaryRequest(r) {
+			continue
+		}
+		if !strings.HasSuffix(r.Messages[1].Content.String(), mem.block) {
+			t.Fatal("the memory's block does not end the turn's user message")
+		}
+		if n := llm.EstimatePrompt(r.Messages); n > w.Prompt() {
+			t.Errorf("a prompt with the memory's block is %d tokens, over %d", n, w.Prompt())
+		}
+	}
+}

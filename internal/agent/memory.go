@@ -23,14 +23,19 @@ type Memory interface {
 	ForgetChat(ctx context.Context, chatKey string) error
 }
 
-// withMemories puts the recalled block at the end of the turn's first
-// user message (after the history, so the history's bytes stay where a
-// prompt cache has them). Without a block, msgs are returned unchanged.
-func (a *Agent) withMemories(ctx context.Context, msgs []llm.ChatMessage, chatKey string, answering []chat.Message) []llm.ChatMessage {
+// memoryBlock is the memory's block for a turn of chatKey answering
+// these messages, "" with no memory or nothing recalled.
+func (a *Agent) memoryBlock(ctx context.Context, chatKey string, answering []chat.Message) string {
 	if a.cfg.Memory == nil {
-		return msgs
+		return ""
 	}
-	block := a.cfg.Memory.Recall(ctx, chatKey, answering)
+	return a.cfg.Memory.Recall(ctx, chatKey, answering)
+}
+
+// withBlock puts the memory's block at the end of the turn's first user
+// message (after the history, so the history's bytes stay where a prompt
+// cache has them). Without a block, msgs are returned unchanged.
+func withBlock(msgs []llm.ChatMessage, block string) []llm.ChatMessage {
 	if block == "" {
 		return msgs
 	}
