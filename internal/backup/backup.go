@@ -277,6 +277,7 @@ func snapshotSQLite(ctx context.Context, src, dst string) (map[string]int, error
 // again by release unless nekro took it meanwhile.
 func mountVolumes(ctx context.Context, layout files.Layout) (release func(), err error) {
 	var held []*volume.Volume
+	vols := volume.NewManager() // reads the loop devices once, not per volume
 	release = func() {
 		for _, v := range held {
 			v.Release()
@@ -300,7 +301,7 @@ func mountVolumes(ctx context.Context, layout files.Layout) (release func(), err
 			// (nekro serve in a mount namespace of its own) would be
 			// waited for forever: give up with what to do.
 			actx, cancel := context.WithTimeout(ctx, volumeWait)
-			v, err := volume.Acquire(actx, image, dir, volume.Spec{UID: -1})
+			v, err := vols.Acquire(actx, image, dir, volume.Spec{UID: -1})
 			cancel()
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 				return release, fmt.Errorf("%s: another nekro process holds this volume, but it is not mounted in this process's mount namespace: "+

@@ -24,6 +24,7 @@ import (
 type provisioner struct {
 	rt         *Runtime
 	volumesErr error // why volumes are off; nil when on
+	mgr        *volume.Manager
 
 	mu       sync.Mutex
 	vols     map[string]*volume.Volume // by mount point
@@ -33,7 +34,7 @@ type provisioner struct {
 var _ files.Provisioner = (*provisioner)(nil)
 
 func newProvisioner(rt *Runtime) *provisioner {
-	p := &provisioner{rt: rt, vols: map[string]*volume.Volume{}, dirLocks: map[string]*sync.Mutex{}}
+	p := &provisioner{rt: rt, mgr: volume.NewManager(), vols: map[string]*volume.Volume{}, dirLocks: map[string]*sync.Mutex{}}
 	if rt.cfg.NoVolumes {
 		p.volumesErr = fmt.Errorf("turned off by the operator")
 	} else {
@@ -139,7 +140,7 @@ func (p *provisioner) acquire(ctx context.Context, image, dir string, spec volum
 	if err := os.MkdirAll(filepath.Dir(image), 0o700); err != nil {
 		return fmt.Errorf("volumes dir: %w", err)
 	}
-	v, err := volume.Acquire(ctx, image, dir, spec)
+	v, err := p.mgr.Acquire(ctx, image, dir, spec)
 	if err != nil {
 		return err
 	}

@@ -68,7 +68,7 @@ func needsRebuild(sb superblock, spec Spec) bool {
 // holding the same files, when they fit, and reports whether it did; when
 // they do not (too many files or bytes), the image stays as it was and
 // spec.Log says so. The exclusive lock is held.
-func rebuild(ctx context.Context, image, dir string, spec Spec, sb superblock) (bool, error) {
+func rebuild(ctx context.Context, m *Manager, image, dir string, spec Spec, sb superblock) (bool, error) {
 	fresh := image + ".rebuild"
 	os.Remove(fresh)
 	if err := makeImage(ctx, fresh, spec); err != nil {
@@ -83,11 +83,12 @@ func rebuild(ctx context.Context, image, dir string, spec Spec, sb superblock) (
 		return false, err
 	}
 	defer os.Remove(staging)
-	if err := mountImage(ctx, image, dir); err != nil {
+	if err := m.mountImage(ctx, image, dir, nil); err != nil {
 		return false, err
 	}
-	if err := mountImage(ctx, fresh, staging); err != nil {
+	if err := m.mountImage(ctx, fresh, staging, nil); err != nil {
 		unix.Unmount(dir, 0)
+		m.unmounted(absPath(image))
 		return false, err
 	}
 	os.Remove(filepath.Join(staging, "lost+found"))
@@ -96,6 +97,8 @@ func rebuild(ctx context.Context, image, dir string, spec Spec, sb superblock) (
 	// return, so the renamed image is never live twice.
 	errNew := unix.Unmount(staging, 0)
 	errOld := unix.Unmount(dir, 0)
+	m.unmounted(absPath(fresh))
+	m.unmounted(absPath(image))
 	if cpErr != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()

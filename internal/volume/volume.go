@@ -83,10 +83,18 @@ func Available() error {
 type Volume struct {
 	image, path string
 	lock        *os.File
+	m           *Manager
 }
 
 // Path returns the mount point.
 func (v *Volume) Path() string { return v.path }
+
+// Acquire is Manager.Acquire with a manager of its own: it reads every
+// loop device once to find an image still bound to one, which a process
+// mounting many volumes pays for each (see Manager).
+func Acquire(ctx context.Context, image, mountpoint string, spec Spec) (*Volume, error) {
+	return NewManager().Acquire(ctx, image, mountpoint, spec)
+}
 
 // Acquire makes sure the image exists (created with spec when missing)
 // and is mounted at mountpoint (created if missing), and holds it until
@@ -100,7 +108,7 @@ func (v *Volume) Path() string { return v.path }
 // would be more than a tenth off spec.Inodes, the volume is instead
 // rebuilt to spec as it is mounted (its files copied into a new image),
 // again only if they fit.
-func Acquire(ctx context.Context, image, mountpoint string, spec Spec) (*Volume, error) {
+func (m *Manager) Acquire(ctx context.Context, image, mountpoint string, spec Spec) (*Volume, error) {
 	if err := os.MkdirAll(filepath.Dir(image), 0o700); err != nil {
 		return nil, fmt.Errorf("volume %s: %w", image, err)
 	}
@@ -108,7 +116,7 @@ func Acquire(ctx context.Context, image, mountpoint string, spec Spec) (*Volume,
 	if err != nil {
 		return nil, fmt.Errorf("volume %s: lock: %w", image, err)
 	}
-	v := &Volume{image: image, path: mountpoint, lock: lock}
+	v := &Volume{image: image, path: mountpoint, lock: lock, m: m}
 	fd := int(lock.Fd())
 	// While anyone holds the lock shared, the volume is mounted: only a
 	// holder of the exclusive lock mounts or unmounts it. So: hold it
@@ -173,7 +181,7 @@ func (v *Volume) setUp(ctx context.Context, spec Spec) error {
 		} else if sb, err := readSuperblock(v.image); err != nil {
 			spec.logger().Warn("a volume's inode count could not be read; it stays as it is", "volume", v.image, "err", err)
 		} else if needsRebuild(sb, spec) {
-			if rebuilt, err := rebuild(ctx, v.image, v.path, spec, sb); err != nil {
+			if rebuilt, err := rebuild(ctx, v.m, v.image, v.path, spec, sb); err != nil {
 				return err
 			} else if !rebuilt {
 				spec.Bytes = max(spec.Bytes, sb.blocks*sb.blockSize) // said why already: grow only
@@ -185,7 +193,7 @@ func (v *Volume) setUp(ctx context.Context, spec Spec) error {
 		if err := shrink(ctx, v.image, spec); err != nil {
 			return err
 		}
-		if err := mountMoving(ctx, v.image, v.path); err != nil {
+		if err := v.mountMoving(ctx); err != nil {
 			return err
 		}
 	}
@@ -341,9 +349,15 @@ func shrink(ctx context.Context, image string, spec Spec) error {
 // away when the filesystem is unmounted. It binds the device itself
 // (LOOP_CONFIGURE, Linux 5.8+: about 5 ms) and runs mount(8) only where
 // that is not possible (an older kernel, no /dev/loopN nodes): starting
-// mount(8) took ~33 ms here, most of a new chat's first run.
-func mountImage(ctx context.Context, image, dir string) error {
-	err := mountLoop(image, dir)
+// mount(8) took ~33 ms here, most of a new chat's first run. rec, when
+// not nil, is the image's lock file, held exclusively: it records the
+// device for other processes (Manager).
+func (m *Manager) mountImage(ctx context.Context, image, dir string, rec *os.File) error {
+	abs, err := filepath.Abs(image)
+	if err != nil {
+		return err
+	}
+	err = m.mountLoop(abs, dir, rec)
 	if err == nil {
 		return nil
 	}
@@ -351,23 +365,27 @@ func mountImage(ctx context.Context, image, dir string) error {
 	if merr != nil {
 		return fmt.Errorf("mount: %v: %s (binding a loop device directly: %v)", merr, strings.TrimSpace(string(out)), err)
 	}
+	if dev := mountedDevice(dir); dev != "" {
+		m.remember(abs, dev)
+		writeRecord(rec, dev)
+	}
 	return nil
 }
 
 const mountFlags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOATIME
 
-// mountLoop mounts image at dir. An image still bound to a loop device
-// (its filesystem still alive: a process that held the volume has
-// unmounted it lazily while something of it, such as a plugin's process,
-// still had a file open there) is mounted through that device, which
-// gives the same live filesystem, as mount(8) does: a second device on
-// the image would be a second filesystem over the same blocks, showing
-// stale contents and corrupting it. Otherwise it binds a free loop device
-// (autoclear) to the image; another process can take the free device
-// first, and then it tries the next one.
-func mountLoop(image, dir string) error {
+// mountLoop mounts image (absolute) at dir. An image still bound to a
+// loop device (its filesystem still alive: a process that held the volume
+// has unmounted it lazily while something of it, such as a plugin's
+// process or a sandbox's bind mount, still had it) is mounted through that
+// device, which gives the same live filesystem, as mount(8) does: a second
+// device on the image would be a second filesystem over the same blocks,
+// showing stale contents and corrupting it. Otherwise it binds a free loop
+// device (autoclear) to the image; another process can take the free
+// device first, and then it tries the next one.
+func (m *Manager) mountLoop(image, dir string, rec *os.File) error {
 	for range 8 {
-		dev, err := boundLoop(image)
+		dev, err := m.bound(image, rec)
 		if err != nil {
 			return err
 		}
@@ -386,32 +404,19 @@ func mountLoop(image, dir string) error {
 			hold.Close() // the mount holds the device now, or it goes away
 		}
 		if err == nil {
+			m.remember(image, dev)
+			if err := writeRecord(rec, dev); err != nil {
+				return fmt.Errorf("record the loop device of %s: %w", image, err)
+			}
 			return nil
 		}
+		m.forget(image, dev)
 		if !errors.Is(err, unix.ENXIO) && !errors.Is(err, unix.ENOENT) {
 			return fmt.Errorf("mount %s at %s: %w", dev, dir, err)
 		}
 		// The bound device went away meanwhile: look again.
 	}
 	return errors.New("no loop device for the image stayed usable")
-}
-
-// boundLoop returns the loop device image is bound to, or "".
-func boundLoop(image string) (string, error) {
-	abs, err := filepath.Abs(image)
-	if err != nil {
-		return "", err
-	}
-	bound, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
-	if err != nil {
-		return "", err
-	}
-	for _, f := range bound {
-		if b, err := os.ReadFile(f); err == nil && strings.TrimSuffix(string(b), "\n") == abs {
-			return "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(f))), nil
-		}
-	}
-	return "", nil
 }
 
 // bindLoop binds a free loop device to image with autoclear: it goes away
@@ -448,9 +453,11 @@ func bindLoop(image string) (string, *os.File, error) {
 	return dev, loop, nil
 }
 
-// mountMoving mounts image at dir. Whatever a plain dir held (files from
-// before volumes were used) is moved into the volume.
-func mountMoving(ctx context.Context, image, dir string) error {
+// mountMoving mounts the image at the mount point. Whatever a plain
+// directory held (files from before volumes were used) is moved into the
+// volume.
+func (v *Volume) mountMoving(ctx context.Context) error {
+	dir := v.path
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return err
@@ -466,7 +473,7 @@ func mountMoving(ctx context.Context, image, dir string) error {
 			return err
 		}
 	}
-	if err := mountImage(ctx, image, dir); err != nil {
+	if err := v.m.mountImage(ctx, v.image, dir, v.lock); err != nil {
 		if aside != "" {
 			os.Remove(dir)
 			os.Rename(aside, dir)
@@ -519,7 +526,9 @@ func (v *Volume) Release() error {
 	if unix.Flock(int(v.lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
 		return nil // another holder keeps it mounted
 	}
-	return unmount(v.path)
+	err := unmount(v.path)
+	v.m.unmounted(absPath(v.image))
+	return err
 }
 
 // Destroy unmounts the volume and deletes its image, dropping what it
@@ -535,6 +544,7 @@ func (v *Volume) Destroy() error {
 	if err := unmount(v.path); err != nil {
 		return err
 	}
+	v.m.unmounted(absPath(v.image))
 	os.Remove(v.image + ".lock")
 	return os.Remove(v.image)
 }
@@ -603,6 +613,16 @@ func Move(image, mountpoint, newImage, newMountpoint string) error {
 		}
 		if err := unix.Renameat2(unix.AT_FDCWD, image, unix.AT_FDCWD, newImage, unix.RENAME_NOREPLACE); err != nil {
 			return fmt.Errorf("rename volume %s: %w", image, err)
+		}
+		// A device still bound to the image (a sandbox of a dead process
+		// holding it) now names the new path; its record goes along.
+		if dev := readRecord(lock); dev != "" {
+			if nl, err := os.OpenFile(newImage+".lock", os.O_RDWR|os.O_CREATE, 0o600); err == nil {
+				if unix.Flock(int(nl.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+					writeRecord(nl, dev)
+				}
+				nl.Close()
+			}
 		}
 		os.Remove(image + ".lock") // whoever waits on it finds no image there
 	}
