@@ -110,14 +110,38 @@ func (j *janitor) sweepOne(now time.Time, root string, e os.DirEntry) {
 	if chatKey := j.chat[key]; chatKey != "" {
 		j.rt.DiscardSpares(chatKey)
 	}
+	empty(dir, files)
+	j.last[key] = now
+	j.rt.log.Info("emptied an idle sandbox's shared directory", "dir", key, "chat", j.chat[key], "idle", now.Sub(last).Round(time.Second))
+}
+
+// empty removes what dir holds but the chat's installed packages (its
+// quota bounds them).
+func empty(dir string, files []os.DirEntry) {
 	for _, f := range files {
 		if f.Name() == sandbox.PackagesDirName {
-			continue // the chat's installed packages stay (its quota bounds them)
+			continue
 		}
 		os.RemoveAll(filepath.Join(dir, f.Name()))
 	}
-	j.last[key] = now
-	j.rt.log.Info("emptied an idle sandbox's shared directory", "dir", key, "chat", j.chat[key], "idle", now.Sub(last).Round(time.Second))
+}
+
+// remounted empties the shared directory dir, whose volume was just
+// mounted again after it had been unmounted idle (provisioner), when its
+// last run ended more than j.idle ago: unmounted, it showed the sweep
+// nothing to empty. No sandbox has it mounted yet.
+func (j *janitor) remounted(dir string) {
+	key := filepath.Base(dir)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	last, seen := j.last[key]
+	if !seen || time.Since(last) < j.idle {
+		return
+	}
+	files, _ := os.ReadDir(dir)
+	empty(dir, files)
+	j.last[key] = time.Now()
+	j.rt.log.Info("emptied an idle sandbox's shared directory", "dir", key, "chat", j.chat[key], "idle", time.Since(last).Round(time.Second))
 }
 
 func (j *janitor) close() {

@@ -33,6 +33,7 @@ type preparedRun struct {
 	srv          *rpc.Server
 	proc         sandbox.Process
 	discardOnce  sync.Once
+	unhold       func() // lets the chat's volumes go idle (provisioner.hold)
 }
 
 // prepare starts a sandbox for chatKey, with its RPC server, ready for
@@ -41,7 +42,16 @@ type preparedRun struct {
 // disk. Others (Docker) get a run directory with the stubs and a socket
 // owned by the chat's uid.
 // ctx bounds the start; the run's RPC server lives until the run ends.
-func (rt *Runtime) prepare(ctx context.Context, chatKey string, limits sandbox.Limits, methods []*pluginhost.MethodInfo) (*preparedRun, error) {
+//
+// The chat's volumes stay mounted from here until the sandbox is
+// discarded: its directories are in use (provisioner.hold).
+func (rt *Runtime) prepare(ctx context.Context, chatKey string, limits sandbox.Limits, methods []*pluginhost.MethodInfo) (_ *preparedRun, err error) {
+	rt.provision.hold(chatKey)
+	defer func() {
+		if err != nil {
+			rt.provision.unhold(chatKey)
+		}
+	}()
 	containerKey := files.ContainerKey(chatKey)
 	uid, gid, err := rt.chatUID(ctx, chatKey)
 	if err != nil {
@@ -68,7 +78,7 @@ func (rt *Runtime) prepare(ctx context.Context, chatKey string, limits sandbox.L
 		return nil, err
 	}
 	pr := &preparedRun{sandbox: newSandboxID(), chatKey: chatKey, containerKey: containerKey, limits: limits,
-		methods: methods}
+		methods: methods, unhold: func() { rt.provision.unhold(chatKey) }}
 	apiCaller, err := rt.apiCaller(pr.methods)
 	if err != nil {
 		return nil, err
@@ -167,6 +177,9 @@ func (pr *preparedRun) discard() {
 		pr.srv.Close()
 		if pr.dir != "" {
 			os.RemoveAll(pr.dir)
+		}
+		if pr.unhold != nil {
+			pr.unhold()
 		}
 	})
 }

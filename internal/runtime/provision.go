@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/sandbox"
@@ -21,26 +23,88 @@ import (
 // directory is also a volume of its own: an ext4 image of the quota's
 // size mounted there, which bounds bytes and files while they are
 // written and shows a sandbox no host path.
+//
+// A chat's volumes stay mounted while it is in use and are unmounted
+// (their loop devices freed) once it is not: no sandbox prepared for it (a
+// run or a warm spare, between prepare and discard) and no zygote of it
+// (sandbox.DirHolder) for Config.VolumeIdle, or sooner, least recently
+// used first, when more than Config.MaxVolumes chat volumes are mounted.
+// What they hold stays in their images; the chat's next run mounts them
+// again. Plugins' volumes stay until close.
 type provisioner struct {
 	rt         *Runtime
 	volumesErr error // why volumes are off; nil when on
 	mgr        *volume.Manager
+	idle       time.Duration // a chat's volumes unused this long are unmounted
+	max        int           // chat volumes mounted before idle ones go early
+	grace      time.Duration // volumeGrace (tests shorten it)
+	stop, done chan struct{} // the idle sweep's (nil unless started)
 
 	mu       sync.Mutex
-	vols     map[string]*volume.Volume // by mount point
-	dirLocks map[string]*sync.Mutex    // one acquisition per mount point at a time
+	vols     map[string]*heldVolume // by mount point
+	dirLocks map[string]*dirLock    // one acquisition or release per mount point at a time
+	chats    map[string]*chatVolumes
+	mounted  int // chat volumes in vols
 }
+
+// heldVolume is a volume this process holds.
+type heldVolume struct {
+	v    *volume.Volume
+	chat string // "" for a plugin's directory
+}
+
+// chatVolumes is what keeps a chat's volumes mounted.
+type chatVolumes struct {
+	users     int       // sandboxes prepared for the chat and not yet discarded
+	used      time.Time // last provided, or when its last user went
+	dirs      []string  // its mounted volumes' mount points
+	sharedDir string    // its shared directory, as runners name the chat
+}
+
+// dirLock serialises the acquisitions and releases of one mount point;
+// refs counts who uses it, so it goes when nobody does.
+type dirLock struct {
+	sync.Mutex
+	refs int
+}
+
+// volumeGrace is how long after a chat's directory was last provided
+// that the cap may unmount it: a caller outside a run (an upload being
+// imported) uses the directory briefly after asking for it.
+const volumeGrace = 10 * time.Second
 
 var _ files.Provisioner = (*provisioner)(nil)
 
 func newProvisioner(rt *Runtime) *provisioner {
-	p := &provisioner{rt: rt, mgr: volume.NewManager(), vols: map[string]*volume.Volume{}, dirLocks: map[string]*sync.Mutex{}}
+	p := &provisioner{rt: rt, mgr: volume.NewManager(), vols: map[string]*heldVolume{}, dirLocks: map[string]*dirLock{},
+		chats: map[string]*chatVolumes{}, idle: rt.cfg.VolumeIdle, max: rt.cfg.MaxVolumes, grace: volumeGrace}
 	if rt.cfg.NoVolumes {
 		p.volumesErr = fmt.Errorf("turned off by the operator")
 	} else {
 		p.volumesErr = volume.Available()
 	}
 	return p
+}
+
+// start sweeps idle chats' volumes until close.
+func (p *provisioner) start() {
+	if p.volumesErr != nil || p.idle <= 0 {
+		return
+	}
+	p.stop, p.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(p.done)
+		tick := time.NewTicker(min(max(p.idle/4, time.Second), time.Minute))
+		defer tick.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case now := <-tick.C:
+				p.sweep(now)
+			}
+		}
+	}()
 }
 
 // OpenLayout returns the data directory's layout for a command that runs
@@ -97,8 +161,12 @@ func (p *provisioner) ProvideChatDir(kind files.Area, chatKey, dir string) error
 	if !ok {
 		return fmt.Errorf("%s is not a chat directory", dir)
 	}
-	return p.acquire(ctx, image, dir, volume.Spec{Bytes: p.rt.cfg.SharedQuota, Inodes: p.rt.cfg.SharedInodes,
-		UID: uid, GID: gid, Mode: 0o700, Log: p.rt.log})
+	var onMount func()
+	if kind == files.Shared && p.rt.janitor != nil {
+		onMount = func() { p.rt.janitor.remounted(dir) }
+	}
+	return p.acquire(ctx, chatKey, image, dir, volume.Spec{Bytes: p.rt.cfg.SharedQuota, Inodes: p.rt.cfg.SharedInodes,
+		UID: uid, GID: gid, Mode: 0o700, Log: p.rt.log}, onMount)
 }
 
 func (p *provisioner) ProvidePluginDir(pluginKey, dir string) error {
@@ -109,45 +177,211 @@ func (p *provisioner) ProvidePluginDir(pluginKey, dir string) error {
 	if !ok {
 		return fmt.Errorf("%s is not a plugin directory", dir)
 	}
-	return p.acquire(context.Background(), image, dir, volume.Spec{Bytes: p.rt.cfg.PluginDataQuota,
-		Inodes: p.rt.cfg.SharedInodes, UID: -1, Mode: 0o700, Journal: true, Log: p.rt.log})
+	return p.acquire(context.Background(), "", image, dir, volume.Spec{Bytes: p.rt.cfg.PluginDataQuota,
+		Inodes: p.rt.cfg.SharedInodes, UID: -1, Mode: 0o700, Journal: true, Log: p.rt.log}, nil)
 }
 
-// acquire holds the volume at dir until close; a volume held already costs
-// nothing more. Different volumes are acquired at the same time (each
-// takes ~20 ms: mkfs or a mount); callers for one dir wait for one
-// acquisition.
-func (p *provisioner) acquire(ctx context.Context, image, dir string, spec volume.Spec) error {
-	p.mu.Lock()
-	if _, ok := p.vols[dir]; ok {
-		p.mu.Unlock()
+// acquire holds the volume at dir, chatKey's ("" for a plugin's), until it
+// is unmounted idle or at close; a volume held already costs nothing
+// more. Different volumes are acquired at the same time (each takes ~20
+// ms: mkfs or a mount); callers for one dir wait for one acquisition.
+// onMount, when set, is called once this call has acquired it, before
+// any other caller for dir gets it.
+func (p *provisioner) acquire(ctx context.Context, chatKey, image, dir string, spec volume.Spec, onMount func()) error {
+	if p.provided(chatKey, dir) {
 		return nil
 	}
-	dl, ok := p.dirLocks[dir]
-	if !ok {
-		dl = &sync.Mutex{}
-		p.dirLocks[dir] = dl
+	dl := p.lockDir(dir)
+	over, err := p.acquireLocked(ctx, chatKey, image, dir, spec, onMount)
+	p.unlockDir(dir, dl)
+	if over {
+		// Not under dir's lock: eviction takes other dirs' locks.
+		p.evictOver(time.Now())
 	}
-	p.mu.Unlock()
-	dl.Lock()
-	defer dl.Unlock()
-	p.mu.Lock()
-	_, held := p.vols[dir]
-	p.mu.Unlock()
-	if held {
-		return nil
+	return err
+}
+
+// acquireLocked is acquire under dir's lock; it reports whether more chat
+// volumes than p.max are mounted now.
+func (p *provisioner) acquireLocked(ctx context.Context, chatKey, image, dir string, spec volume.Spec, onMount func()) (bool, error) {
+	if p.provided(chatKey, dir) {
+		return false, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(image), 0o700); err != nil {
-		return fmt.Errorf("volumes dir: %w", err)
+		return false, fmt.Errorf("volumes dir: %w", err)
 	}
 	v, err := p.mgr.Acquire(ctx, image, dir, spec)
 	if err != nil {
-		return err
+		return false, err
+	}
+	if onMount != nil {
+		onMount()
 	}
 	p.mu.Lock()
-	p.vols[dir] = v
+	defer p.mu.Unlock()
+	p.vols[dir] = &heldVolume{v: v, chat: chatKey}
+	if chatKey != "" {
+		c := p.chat(chatKey)
+		c.dirs = append(c.dirs, dir)
+		c.used = time.Now()
+		p.mounted++
+	}
+	return p.max > 0 && p.mounted > p.max, nil
+}
+
+// provided reports whether dir's volume is held, noting the chat's use.
+func (p *provisioner) provided(chatKey, dir string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.vols[dir]; !ok {
+		return false
+	}
+	if c := p.chats[chatKey]; c != nil {
+		c.used = time.Now()
+	}
+	return true
+}
+
+// chat returns chatKey's entry, made when missing; p.mu is held.
+func (p *provisioner) chat(chatKey string) *chatVolumes {
+	c := p.chats[chatKey]
+	if c == nil {
+		c = &chatVolumes{sharedDir: p.rt.layout.SharedDir(files.ContainerKey(chatKey))}
+		p.chats[chatKey] = c
+	}
+	return c
+}
+
+func (p *provisioner) lockDir(dir string) *dirLock {
+	p.mu.Lock()
+	dl := p.dirLocks[dir]
+	if dl == nil {
+		dl = &dirLock{}
+		p.dirLocks[dir] = dl
+	}
+	dl.refs++
 	p.mu.Unlock()
-	return nil
+	dl.Lock()
+	return dl
+}
+
+func (p *provisioner) unlockDir(dir string, dl *dirLock) {
+	dl.Unlock()
+	p.mu.Lock()
+	if dl.refs--; dl.refs == 0 {
+		delete(p.dirLocks, dir)
+	}
+	p.mu.Unlock()
+}
+
+// hold keeps chatKey's volumes mounted until the matching unhold: a
+// sandbox is being prepared for the chat (a run or a warm spare) and will
+// have its directories mounted until it is discarded.
+func (p *provisioner) hold(chatKey string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.chat(chatKey).users++
+}
+
+func (p *provisioner) unhold(chatKey string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.chats[chatKey]
+	if c == nil {
+		return
+	}
+	c.users--
+	c.used = time.Now()
+	if c.users <= 0 && len(c.dirs) == 0 {
+		delete(p.chats, chatKey)
+	}
+}
+
+// unused reports whether c's volumes may be unmounted: no sandbox of the
+// chat is prepared, none of the runner's holds its directories, and it
+// has not been used for at least idle. p.mu is held.
+func (p *provisioner) unused(c *chatVolumes, now time.Time, idle time.Duration) bool {
+	if c.users > 0 || len(c.dirs) == 0 || now.Sub(c.used) < idle {
+		return false
+	}
+	if h, ok := p.rt.runner.(sandbox.DirHolder); ok && h.HoldsDir(c.sharedDir) {
+		return false
+	}
+	return true
+}
+
+// sweep unmounts the volumes of chats unused for p.idle.
+func (p *provisioner) sweep(now time.Time) {
+	p.mu.Lock()
+	var idle []string
+	for key, c := range p.chats {
+		if p.unused(c, now, p.idle) {
+			idle = append(idle, key)
+		}
+	}
+	p.mu.Unlock()
+	for _, key := range idle {
+		p.evict(key, now, p.idle)
+	}
+}
+
+// evictOver unmounts the volumes of the least recently used chats not in
+// use until no more than p.max are mounted. Chats in use are never
+// unmounted: the cap is exceeded rather than a live run's directories
+// taken away.
+func (p *provisioner) evictOver(now time.Time) {
+	p.mu.Lock()
+	type cand struct {
+		key  string
+		used time.Time
+	}
+	var cands []cand
+	for key, c := range p.chats {
+		if p.unused(c, now, p.grace) {
+			cands = append(cands, cand{key, c.used})
+		}
+	}
+	need, grace := p.mounted-p.max, p.grace
+	p.mu.Unlock()
+	slices.SortFunc(cands, func(a, b cand) int { return a.used.Compare(b.used) })
+	for _, c := range cands {
+		if need <= 0 {
+			return
+		}
+		need -= p.evict(c.key, now, grace)
+	}
+}
+
+// evict unmounts chatKey's volumes if the chat is still unused for idle,
+// and returns how many it released.
+func (p *provisioner) evict(chatKey string, now time.Time, idle time.Duration) int {
+	p.mu.Lock()
+	c := p.chats[chatKey]
+	if c == nil || !p.unused(c, now, idle) {
+		p.mu.Unlock()
+		return 0
+	}
+	dirs := c.dirs
+	delete(p.chats, chatKey)
+	held := make([]*heldVolume, 0, len(dirs))
+	for _, dir := range dirs {
+		held = append(held, p.vols[dir])
+		delete(p.vols, dir)
+	}
+	p.mounted -= len(dirs)
+	p.mu.Unlock()
+	// A run starting meanwhile waits for the dir's lock, then mounts the
+	// volume again; one that took it first shares it, and this release
+	// then leaves it mounted (it is not the last holder).
+	for i, dir := range dirs {
+		dl := p.lockDir(dir)
+		if err := held[i].v.Release(); err != nil {
+			p.rt.log.Warn("unmount an idle chat's volume", "dir", dir, "err", err)
+		}
+		p.unlockDir(dir, dl)
+	}
+	p.rt.log.Debug("unmounted an idle chat's volumes", "chat", chatKey, "volumes", len(dirs))
+	return len(dirs)
 }
 
 // ownDir gives dir to uid (unless -1) with mode 0700.
@@ -166,17 +400,33 @@ func ownDir(dir string, uid, gid int) error {
 // volumes reports whether directories are bounded volumes.
 func (p *provisioner) volumes() bool { return p.volumesErr == nil }
 
-// close releases the volumes this process holds; the last holder of each
-// unmounts it.
+// close stops the idle sweep and releases the volumes this process
+// holds; the last holder of each unmounts it.
 func (p *provisioner) close() {
+	if p.stop != nil {
+		close(p.stop)
+		<-p.done
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for dir, v := range p.vols {
-		if err := v.Release(); err != nil {
+	for dir, h := range p.vols {
+		if err := h.v.Release(); err != nil {
 			p.rt.log.Warn("release volume", "dir", dir, "err", err)
 		}
 		delete(p.vols, dir)
 	}
+	p.chats, p.mounted = map[string]*chatVolumes{}, 0
+}
+
+// MountedVolumes returns how many volumes this process holds mounted (a
+// chat's two while it is in use, each plugin's data directory) and how
+// many loop devices it knows bound to them.
+func (rt *Runtime) MountedVolumes() (volumes, loops int) {
+	p := rt.provision
+	p.mu.Lock()
+	volumes = len(p.vols)
+	p.mu.Unlock()
+	return volumes, p.mgr.Bound()
 }
 
 // Protections lists the sandbox backend's defences and the runtime's own

@@ -60,6 +60,16 @@ type Config struct {
 	// PluginDataQuota bounds each plugin's data directory the same way;
 	// default DefaultPluginDataQuota.
 	PluginDataQuota int64
+	// VolumeIdle unmounts a chat's volumes (freeing their loop devices)
+	// once nothing of the chat has used them this long: no run, warm
+	// spare or zygote. The next run mounts them again; what they hold
+	// stays in their images. Default: SpareIdle, or DefaultSpareIdle.
+	VolumeIdle time.Duration
+	// MaxVolumes bounds the chat volumes kept mounted: past it, those of
+	// the least recently used chats not in use are unmounted before their
+	// idle time. Chats in use are never unmounted, so it may be exceeded
+	// while more chats than that run at once. Default DefaultMaxVolumes.
+	MaxVolumes int
 	// NoVolumes keeps chat and plugin directories plain even where
 	// volumes could bound them (tests of the fallback).
 	NoVolumes bool
@@ -93,6 +103,10 @@ const (
 	DefaultSharedInodes    = 100000
 	DefaultPluginDataQuota = 1 << 30
 )
+
+// DefaultMaxVolumes is Config.MaxVolumes' default: two volumes each of
+// 128 chats.
+const DefaultMaxVolumes = 256
 
 // DefaultSpareIdle is how long an unused warm sandbox waits for its
 // chat's next run (Config.SpareIdle).
@@ -185,7 +199,18 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		}
 		rt.spares = &spares{byKey: map[string]*spare{}, starting: map[string]bool{}, max: cfg.MaxSpares, idle: cfg.SpareIdle}
 	}
+	if cfg.VolumeIdle <= 0 {
+		cfg.VolumeIdle = cfg.SpareIdle
+		if cfg.VolumeIdle <= 0 {
+			cfg.VolumeIdle = DefaultSpareIdle
+		}
+	}
+	if cfg.MaxVolumes <= 0 {
+		cfg.MaxVolumes = DefaultMaxVolumes
+	}
+	rt.cfg.VolumeIdle, rt.cfg.MaxVolumes = cfg.VolumeIdle, cfg.MaxVolumes
 	rt.provision = newProvisioner(rt)
+	rt.provision.start()
 	rt.layout.Provision = rt.provision
 	if err := rt.provision.volumesErr; err != nil && !cfg.NoVolumes {
 		cfg.Log.Warn("chat and plugin directories are not bounded while written (/app/shared is only checked after each run, plugin data not at all)",

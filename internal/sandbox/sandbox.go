@@ -167,6 +167,16 @@ type Preparer interface {
 	Prepare(ctx context.Context) error
 }
 
+// DirHolder is implemented by runners that keep processes with a chat's
+// directories mounted between its runs (zygotes): the runtime keeps the
+// volumes of those directories mounted while HoldsDir says so, since
+// unmounting them would free nothing.
+type DirHolder interface {
+	// HoldsDir reports whether a process of the runner has sharedDir
+	// (Spec.SharedDir of the chat's runs) mounted.
+	HoldsDir(sharedDir string) bool
+}
+
 // Closer is implemented by runners that hold resources across runs (run
 // cgroups being removed): Close waits for them once no run is left.
 type Closer interface {

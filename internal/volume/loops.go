@@ -33,7 +33,8 @@ type Manager struct {
 	mu      sync.Mutex
 	scanned bool
 	scans   int               // reads of every device (tests)
-	loops   map[string]string // absolute image path -> "/dev/loopN"
+	loops   map[string]string // absolute image path -> "/dev/loopN", mounted by this manager
+	found   map[string]string // the same, bound when it first read every device
 	pruneAt int               // len(loops) that makes remember drop stale entries
 }
 
@@ -55,17 +56,26 @@ func (m *Manager) bound(image string, rec *os.File) (string, error) {
 		}
 		m.scanned = true
 		m.scans++
-		for img, dev := range all {
-			m.loops[img] = dev
-		}
+		m.found = all
 	}
 	dev, ok := m.loops[image]
+	fromStart := false
+	if !ok {
+		dev, ok = m.found[image]
+		fromStart = ok
+	}
 	m.mu.Unlock()
 	if ok {
 		if backingFile(dev) == image {
 			return dev, nil
 		}
-		m.forget(image, dev)
+		m.mu.Lock()
+		if fromStart {
+			delete(m.found, image) // gone since: found bound at the start, dropped once stale
+		} else if m.loops[image] == dev {
+			delete(m.loops, image)
+		}
+		m.mu.Unlock()
 	}
 	if dev := readRecord(rec); dev != "" && backingFile(dev) == image {
 		m.remember(image, dev)
@@ -113,11 +123,17 @@ func (m *Manager) unmounted(image string) {
 	}
 }
 
-// Bound returns how many images this manager knows bound to a loop device
-// (what it mounted, and devices still bound after their unmount).
+// Bound returns how many images this manager mounted that it knows bound
+// to a loop device (those mounted, and those whose device something else
+// still held when it unmounted them).
 func (m *Manager) Bound() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for img, d := range m.loops {
+		if backingFile(d) != img {
+			delete(m.loops, img) // freed once what held it let go
+		}
+	}
 	return len(m.loops)
 }
 

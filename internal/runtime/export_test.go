@@ -1,0 +1,11 @@
+package runtime
+
+import "time"
+
+// SetVolumeGrace sets how long after its last use the cap on mounted
+// volumes may unmount a chat's (volumeGrace by default).
+func SetVolumeGrace(rt *Runtime, d time.Duration) {
+	rt.provision.mu.Lock()
+	defer rt.provision.mu.Unlock()
+	rt.provision.grace = d
+}
