@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	goruntime "runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -47,6 +48,12 @@ type LoadOptions struct {
 	// CPUProfile, when set, is where the first pass's CPU profile of this
 	// process goes (the second pass's in CPUProfile+".again").
 	CPUProfile string
+	// MemProfile, when set, is where a heap profile of this process goes
+	// once the load is over (after the idle wait, when asked for), taken
+	// after a garbage collection; the report then also says how much of
+	// nekro's memory the Go runtime held unused (returned by
+	// debug.FreeOSMemory, measured again after it).
+	MemProfile string
 }
 
 // LoadPass is the figures of one pass over the chats.
@@ -64,6 +71,9 @@ type LoadPass struct {
 	PeakPSS      int64
 	EndProcs     int
 	EndPSS       int64
+	// Volumes mounted by nekro and the loop devices bound to them at the
+	// end of the pass.
+	EndVolumes, EndLoops int
 }
 
 // LoadResult holds the figures, for tests and callers that check goals.
@@ -73,8 +83,13 @@ type LoadResult struct {
 	// time and CPU (user+system), timed before, during and after the load.
 	BareWall, BareCPU stats.Stats
 	// Idle: after the idle wait (zero when not asked for).
-	IdleProcs int
-	IdlePSS   int64
+	IdleProcs              int
+	IdlePSS                int64
+	IdleVolumes, IdleLoops int
+	// Memory of nekro's own process at the end (MemProfile only): PSS,
+	// the Go heap in use, and PSS once the runtime returned what it held
+	// unused (debug.FreeOSMemory).
+	SelfPSS, HeapInuse, FreedPSS int64
 	// CPUFrom says how the tree's CPU was read.
 	CPUFrom string
 	// Before the load: the server with no chat.
@@ -139,6 +154,7 @@ func Load(ctx context.Context, w io.Writer, cfg app.Config, opt LoadOptions) (*L
 	}
 	s0 := sampleTree(cg, true)
 	res.StartProcs, res.StartPSS = s0.Procs, s0.PSS
+	startVolumes, _ := srv.App.Runtime.MountedVolumes() // the plugins' data directories
 
 	passes := 1
 	if opt.Again {
@@ -153,6 +169,7 @@ func Load(ctx context.Context, w io.Writer, cfg app.Config, opt LoadOptions) (*L
 		if err != nil {
 			return nil, err
 		}
+		pass.EndVolumes, pass.EndLoops = srv.App.Runtime.MountedVolumes()
 		res.Passes = append(res.Passes, pass)
 	}
 	for range 5 {
@@ -161,17 +178,24 @@ func Load(ctx context.Context, w io.Writer, cfg app.Config, opt LoadOptions) (*L
 		}
 	}
 	if opt.Idle > 0 {
-		// Spares and zygotes are reaped by a timer after their idle
-		// time; give it a margin, then count what stayed.
-		deadline := time.Now().Add(opt.Idle + 15*time.Second)
+		// Spares, zygotes and chats' volumes go after their idle time;
+		// give it a margin, then count what stayed.
+		deadline := time.Now().Add(opt.Idle + opt.Idle/4 + 15*time.Second) // volumes: swept every idle/4
 		for time.Now().Before(deadline) {
-			if s := sampleTree(cg, false); s.Procs <= res.StartProcs {
+			vols, _ := srv.App.Runtime.MountedVolumes()
+			if s := sampleTree(cg, false); s.Procs <= res.StartProcs && vols <= startVolumes {
 				break
 			}
 			time.Sleep(time.Second)
 		}
 		s := sampleTree(cg, true)
 		res.IdleProcs, res.IdlePSS = s.Procs, s.PSS
+		res.IdleVolumes, res.IdleLoops = srv.App.Runtime.MountedVolumes()
+	}
+	if opt.MemProfile != "" {
+		if err := memProfile(opt.MemProfile, res); err != nil {
+			return nil, err
+		}
 	}
 	res.BareWall, res.BareCPU = stats.Summarize(smp.bareWall), stats.Summarize(smp.bareCPU)
 	res.CPUFrom = "/proc (processes killed unreaped are missed)"
@@ -295,11 +319,44 @@ func report(w io.Writer, cfg app.Config, opt LoadOptions, res *LoadResult) {
 			msf(perTurn), stats.Ratio(perTurn, res.BareCPU.P50), msf(settled), stats.Ratio(settled, res.BareCPU.P50))
 		fmt.Fprintf(w, "    peak PSS of the tree %s, processes peak %d, at the end %d (PSS %s)\n",
 			mib(p.PeakPSS), p.PeakProcs, p.EndProcs, mib(p.EndPSS))
+		fmt.Fprintf(w, "    volumes mounted at the end %d, loop devices bound to them %d\n", p.EndVolumes, p.EndLoops)
 		fmt.Fprintf(w, "    messages lost: %d, answered twice: %d\n", p.Lost, p.Twice)
 	}
 	if opt.Idle > 0 {
-		fmt.Fprintf(w, "  after the idle time (%s): %d processes, PSS %s\n", opt.Idle, res.IdleProcs, mib(res.IdlePSS))
+		fmt.Fprintf(w, "  after the idle time (%s): %d processes, PSS %s; volumes mounted %d, loop devices %d\n",
+			opt.Idle, res.IdleProcs, mib(res.IdlePSS), res.IdleVolumes, res.IdleLoops)
 	}
+	if opt.MemProfile != "" {
+		fmt.Fprintf(w, "  nekro's process: PSS %s, Go heap in use %s after a GC, PSS %s once the Go runtime returned what it held unused; heap profile in %s\n",
+			mib(res.SelfPSS), mib(res.HeapInuse), mib(res.FreedPSS), opt.MemProfile)
+	}
+}
+
+// memProfile writes a heap profile of this process after a garbage
+// collection and notes its memory before and after the Go runtime
+// returns what it holds unused, which tells a heap that grew from pages
+// not yet given back.
+func memProfile(file string, res *LoadResult) error {
+	self := strconv.Itoa(os.Getpid())
+	res.SelfPSS = pss(self)
+	goruntime.GC()
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	var ms goruntime.MemStats
+	goruntime.ReadMemStats(&ms)
+	res.HeapInuse = int64(ms.HeapInuse)
+	debug.FreeOSMemory()
+	res.FreedPSS = pss(self)
+	return nil
 }
 
 func orDefault(s, d string) string {
@@ -445,7 +502,10 @@ func (c *loadClient) drive(ctx context.Context, key string, messages int) ([]tim
 	done := make(chan struct{})
 	defer close(done) // before the body closes: the reader stops sending
 	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	// Lines up to 1 MiB, from a small buffer: a megabyte per chat made
+	// the bench's own garbage most of what nekro's process allocated
+	// (pprof), and its heap then held that much more.
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	sc.Scan() // the subscription comment: the stream is live
 	go func() {
 		for sc.Scan() {

@@ -59,8 +59,9 @@ CPU is in the figures (a --cpuprofile shows how much).`,
 	cmd.Flags().IntVar(&opt.Messages, "messages", 2, "messages each chat posts, one after the other's answer")
 	cmd.Flags().IntVar(&opt.Concurrency, "concurrency", 0, "chats in flight at once (0: all)")
 	cmd.Flags().BoolVar(&opt.Again, "again", true, "drive the same chats a second time: warm chats against new ones")
-	cmd.Flags().DurationVar(&opt.Idle, "idle", 0, "the runtime's idle time of spares and zygotes; when set, wait it out and count what stays (0: serve's default, no wait)")
+	cmd.Flags().DurationVar(&opt.Idle, "idle", 0, "the runtime's idle time of spares, zygotes and chats' volumes; when set, wait it out and count what stays (0: serve's default, no wait)")
 	cmd.Flags().IntVar(&zygotes, "zygotes", 8, "as nekro serve's --zygotes")
 	cmd.Flags().StringVar(&opt.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of nekro's process during the first pass to this file (the second's to FILE.again)")
+	cmd.Flags().StringVar(&opt.MemProfile, "memprofile", "", "write a pprof heap profile of nekro's process to this file once the load is over (after --idle), and report its memory before and after the Go runtime returns what it holds unused")
 	return cmd
 }

@@ -56,7 +56,7 @@ type heldVolume struct {
 // chatVolumes is what keeps a chat's volumes mounted.
 type chatVolumes struct {
 	users     int       // sandboxes prepared for the chat and not yet discarded
-	used      time.Time // last provided, or when its last user went
+	used      time.Time // last provided or held
 	dirs      []string  // its mounted volumes' mount points
 	sharedDir string    // its shared directory, as runners name the chat
 }
@@ -277,10 +277,17 @@ func (p *provisioner) unlockDir(dir string, dl *dirLock) {
 // hold keeps chatKey's volumes mounted until the matching unhold: a
 // sandbox is being prepared for the chat (a run or a warm spare) and will
 // have its directories mounted until it is discarded.
+//
+// The chat's idle time counts from the last hold, not from the last
+// unhold: a warm spare, prepared just after a run, is discarded once idle
+// itself, and the chat's volumes then go at once rather than an idle time
+// later.
 func (p *provisioner) hold(chatKey string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.chat(chatKey).users++
+	c := p.chat(chatKey)
+	c.users++
+	c.used = time.Now()
 }
 
 func (p *provisioner) unhold(chatKey string) {
@@ -291,7 +298,6 @@ func (p *provisioner) unhold(chatKey string) {
 		return
 	}
 	c.users--
-	c.used = time.Now()
 	if c.users <= 0 && len(c.dirs) == 0 {
 		delete(p.chats, chatKey)
 	}

@@ -155,6 +155,9 @@ print("done")`})
 	for !isMountPoint(sharedDir(rt, "chat-c")) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
+	for isMountPoint(sharedDir(rt, "chat-a")) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // evicted just after chat-c's mount
+	}
 	if isMountPoint(sharedDir(rt, "chat-a")) {
 		t.Error("chat-a, idle, kept its volumes past the cap")
 	}
