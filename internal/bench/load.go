@@ -182,8 +182,10 @@ func Load(ctx context.Context, w io.Writer, cfg app.Config, opt LoadOptions) (*L
 		// give it a margin, then count what stayed.
 		deadline := time.Now().Add(opt.Idle + opt.Idle/4 + 15*time.Second) // volumes: swept every idle/4
 		for time.Now().Before(deadline) {
-			vols, _ := srv.App.Runtime.MountedVolumes()
-			if s := sampleTree(cg, false); s.Procs <= res.StartProcs && vols <= startVolumes {
+			// Loop devices go a moment after their unmount (the kernel
+			// clears them asynchronously).
+			vols, loops := srv.App.Runtime.MountedVolumes()
+			if s := sampleTree(cg, false); s.Procs <= res.StartProcs && vols <= startVolumes && loops <= vols {
 				break
 			}
 			time.Sleep(time.Second)

@@ -45,6 +45,7 @@ type provisioner struct {
 	dirLocks map[string]*dirLock    // one acquisition or release per mount point at a time
 	chats    map[string]*chatVolumes
 	mounted  int // chat volumes in vols
+	leaving  int // volumes taken out of vols and not yet released
 }
 
 // heldVolume is a volume this process holds.
@@ -375,6 +376,7 @@ func (p *provisioner) evict(chatKey string, now time.Time, idle time.Duration) i
 		delete(p.vols, dir)
 	}
 	p.mounted -= len(dirs)
+	p.leaving += len(dirs)
 	p.mu.Unlock()
 	// A run starting meanwhile waits for the dir's lock, then mounts the
 	// volume again; one that took it first shares it, and this release
@@ -385,6 +387,9 @@ func (p *provisioner) evict(chatKey string, now time.Time, idle time.Duration) i
 			p.rt.log.Warn("unmount an idle chat's volume", "dir", dir, "err", err)
 		}
 		p.unlockDir(dir, dl)
+		p.mu.Lock()
+		p.leaving--
+		p.mu.Unlock()
 	}
 	p.rt.log.Debug("unmounted an idle chat's volumes", "chat", chatKey, "volumes", len(dirs))
 	return len(dirs)
@@ -425,12 +430,13 @@ func (p *provisioner) close() {
 }
 
 // MountedVolumes returns how many volumes this process holds mounted (a
-// chat's two while it is in use, each plugin's data directory) and how
-// many loop devices it knows bound to them.
+// chat's two while it is in use, each plugin's data directory), those
+// being unmounted included, and how many loop devices it knows bound to
+// the images it mounted.
 func (rt *Runtime) MountedVolumes() (volumes, loops int) {
 	p := rt.provision
 	p.mu.Lock()
-	volumes = len(p.vols)
+	volumes = len(p.vols) + p.leaving
 	p.mu.Unlock()
 	return volumes, p.mgr.Bound()
 }

@@ -14,7 +14,11 @@
 // ext4 image corrupt it): whoever acquires a volume takes a lock file next
 // to the image, exclusively while it creates or mounts it and shared
 // while it holds it; the last holder to release it unmounts it. A mount
-// left by a killed process is found and reused.
+// left by a killed process is found and reused, and so is a loop device
+// still bound to the image (a filesystem something still holds after its
+// unmount): a Manager remembers which device each image is bound to, and
+// the lock file records it for other processes, so a mount does not read
+// every loop device of the host.
 //
 // Volumes need root, loop devices and mkfs.ext4; Available says what is
 // missing. mkfs.ext4 and mount(8) are run as commands: mount's -o loop
