@@ -177,3 +177,25 @@ print("done")`})
 }
 
 func osWrite(name string) error { return os.WriteFile(name, nil, 0o644) }
+
+// A chat's zygote has its directories mounted: its volumes stay mounted
+// while it lives, past their idle time, though no run or spare holds them.
+func TestZygoteKeepsItsChatsVolumesMounted(t *testing.T) {
+	if err := volume.Available(); err != nil {
+		t.Skip(err)
+	}
+	rt, err := openRuntime(t, app.Config{DataDir: testutil.DataDir(t), Sandbox: app.SandboxConfig{Zygotes: 2},
+		Host: host.Config{Plugins: []*plugin.Plugin{testPlugin()}},
+		Runtime: runtime.Config{WarmSpares: true, VolumeIdle: 300 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(context.Background()) })
+	zygoteRun(t, rt, "pass")
+	time.Sleep(time.Second) // the spare started after the run is in place
+	rt.DropSpares()
+	time.Sleep(2500 * time.Millisecond) // two sweeps past the idle time
+	if !isMountPoint(sharedDir(rt, "zy")) {
+		t.Error("the chat's volumes were unmounted while its zygote had them")
+	}
+}
