@@ -185,7 +185,7 @@ func TestZygoteKeepsItsChatsVolumesMounted(t *testing.T) {
 		t.Skip(err)
 	}
 	rt, err := openRuntime(t, app.Config{DataDir: testutil.DataDir(t), Sandbox: app.SandboxConfig{Zygotes: 2},
-		Host: host.Config{Plugins: []*plugin.Plugin{testPlugin()}},
+		Host:    host.Config{Plugins: []*plugin.Plugin{testPlugin()}},
 		Runtime: runtime.Config{WarmSpares: true, VolumeIdle: 300 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
