@@ -27,6 +27,7 @@ import (
 	"github.com/nekro-go/nekro/internal/deliveries"
 	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/host"
+	"github.com/nekro-go/nekro/internal/knowledge"
 	"github.com/nekro-go/nekro/internal/kv"
 	"github.com/nekro-go/nekro/internal/kv/kvopen"
 	"github.com/nekro-go/nekro/internal/mcp"
@@ -39,6 +40,7 @@ import (
 	"github.com/nekro-go/nekro/internal/runtime"
 	"github.com/nekro-go/nekro/internal/schedule"
 	"github.com/nekro-go/nekro/internal/users"
+	"github.com/nekro-go/nekro/internal/vector"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -130,6 +132,11 @@ type App struct {
 	Python *pyplugin.Set
 	// MCP is the MCP servers of Config.MCPConfig, as plugins.
 	MCP *mcp.Set
+	// Vectors are the embedding vectors (the knowledge base's).
+	Vectors *vector.DBStore
+	// Knowledge is the operator's knowledge base: documents, chunks,
+	// hybrid search by scope.
+	Knowledge *knowledge.Store
 
 	log     *slog.Logger
 	closers []func(context.Context) error // in opening order
@@ -202,6 +209,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	store := a.Store
 	rc.DataDir, rc.StoreFor = cfg.DataDir, func(p *plugin.Plugin) plugin.Store { return store.For(p.Key()) }
+	rc.Knowledge = a.searchKnowledge // a.Knowledge opens with the model groups, below
 	a.Metrics = metrics.New()
 	rc.Observer = a.Metrics
 	if rc.Log == nil {
@@ -282,6 +290,10 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err := a.Models.Seed(ctx, models.FromConfigs(cfg.LLM, cfg.ModelGroups, cfg.Log)); err != nil {
 		return nil, fmt.Errorf("model groups from the environment: %w", err)
 	}
+	if err := a.openKnowledge(ctx); err != nil {
+		return nil, err
+	}
+	ac.OnReset = a.eraseChatKnowledge
 	if set, err := a.Models.Get(ctx); err == nil {
 		for _, g := range set.Groups {
 			if g.Name == set.Default {

@@ -268,6 +268,12 @@ func (rt *Runtime) release(ctx context.Context, pr *preparedRun, req ExecRequest
 	env.Chat = req.Chat
 	env.Model = req.Model
 	env.History = req.History
+	if search := rt.cfg.Knowledge; search != nil {
+		chatKey := req.ChatKey
+		env.Knowledge = func(ctx context.Context, query string, topK int) ([]plugin.KnowledgePassage, error) {
+			return search(ctx, chatKey, query, topK)
+		}
+	}
 	fsys, err := files.NewFS(rt.layout, env.RunInfo, rt.cfg.Files)
 	if err != nil {
 		return err

@@ -26,6 +26,7 @@ import (
 	"github.com/nekro-go/nekro/internal/deliveries"
 	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/host"
+	"github.com/nekro-go/nekro/internal/knowledge"
 	"github.com/nekro-go/nekro/internal/kv"
 	"github.com/nekro-go/nekro/internal/metrics"
 	"github.com/nekro-go/nekro/internal/models"
@@ -98,6 +99,8 @@ type Parts struct {
 	// Presets are the personas and the chats' choices (/api/presets);
 	// nil: none.
 	Presets *presets.Store
+	// Knowledge is the knowledge base (/api/knowledge); nil: none.
+	Knowledge *knowledge.Store
 	// FailedPlugins returns the Python plugins that did not load, by
 	// path, with why (a *pyplugin.LoadError when their import raised);
 	// nil when none.
