@@ -56,35 +56,36 @@ const (
 	bm25B  = 0.75
 )
 
-// keywordDoc is one chunk in a keyword index.
-type keywordDoc struct {
-	chunk chunkRef
-	terms map[string]int
-	len   int
+// posting is one chunk holding a term: its place in the index and how
+// often the term occurs in it.
+type posting struct {
+	chunk int32
+	tf    int32
 }
 
-// keywordIndex is the chunks of one scope, tokenised.
+// keywordIndex is the chunks of one document, tokenised into an inverted
+// index: a search reads only the postings of its terms.
 type keywordIndex struct {
 	scope string
-	gen   int64
 	text  map[chunkRef]storedChunk
-	docs  []keywordDoc
-	df    map[string]int // chunks holding each term
-	tot   int            // all chunks' lengths, for the average
+	refs  []chunkRef
+	lens  []int                // each chunk's number of terms
+	post  map[string][]posting // chunks by term
+	tot   int                  // all chunks' lengths, for the average
 }
 
-func newKeywordIndex(gen int64, chunks []chunkRef, texts []string) *keywordIndex {
-	ix := &keywordIndex{gen: gen, df: map[string]int{}}
-	for i, c := range chunks {
+func newKeywordIndex(chunks []chunkRef, texts []string) *keywordIndex {
+	ix := &keywordIndex{refs: chunks, lens: make([]int, len(chunks)), post: map[string][]posting{}}
+	for i := range chunks {
 		toks := Tokens(texts[i])
-		tf := map[string]int{}
+		tf := map[string]int32{}
 		for _, t := range toks {
 			tf[t]++
 		}
-		for t := range tf {
-			ix.df[t]++
+		for t, n := range tf {
+			ix.post[t] = append(ix.post[t], posting{int32(i), n})
 		}
-		ix.docs = append(ix.docs, keywordDoc{chunk: c, terms: tf, len: len(toks)})
+		ix.lens[i] = len(toks)
 		ix.tot += len(toks)
 	}
 	return ix
@@ -96,24 +97,23 @@ type scored struct {
 	score float64
 }
 
-// bm25 ranks the chunks of several scopes' indexes against the query
-// terms as one collection (document frequencies summed), best first, at
-// most n.
+// bm25 ranks the chunks of several documents' indexes against the query
+// terms as one collection, best first, at most n.
 func bm25(indexes []*keywordIndex, query []string, n int) []scored {
 	if len(query) == 0 {
 		return nil
 	}
-	total, tot := 0, 0
-	df := map[string]int{}
 	uniq := map[string]bool{}
 	for _, q := range query {
 		uniq[q] = true
 	}
+	total, tot := 0, 0
+	df := map[string]int{}
 	for _, ix := range indexes {
-		total += len(ix.docs)
+		total += len(ix.refs)
 		tot += ix.tot
 		for q := range uniq {
-			df[q] += ix.df[q]
+			df[q] += len(ix.post[q])
 		}
 	}
 	if total == 0 {
@@ -123,26 +123,23 @@ func bm25(indexes []*keywordIndex, query []string, n int) []scored {
 	if avg == 0 {
 		avg = 1
 	}
-	idf := map[string]float64{}
+	scores := map[chunkRef]float64{}
 	for q := range uniq {
 		d := float64(df[q])
-		idf[q] = math.Log(1 + (float64(total)-d+0.5)/(d+0.5))
-	}
-	h := &topK{k: n}
-	for _, ix := range indexes {
-		for _, d := range ix.docs {
-			var s float64
-			for q := range uniq {
-				f := float64(d.terms[q])
-				if f == 0 {
-					continue
-				}
-				s += idf[q] * f * (bm25K1 + 1) / (f + bm25K1*(1-bm25B+bm25B*float64(d.len)/avg))
-			}
-			if s > 0 {
-				h.push(scored{d.chunk, s})
+		if d == 0 {
+			continue
+		}
+		idf := math.Log(1 + (float64(total)-d+0.5)/(d+0.5))
+		for _, ix := range indexes {
+			for _, p := range ix.post[q] {
+				f := float64(p.tf)
+				scores[ix.refs[p.chunk]] += idf * f * (bm25K1 + 1) / (f + bm25K1*(1-bm25B+bm25B*float64(ix.lens[p.chunk])/avg))
 			}
 		}
+	}
+	h := &topK{k: n}
+	for c, s := range scores {
+		h.push(scored{c, s})
 	}
 	return h.sorted()
 }

@@ -150,7 +150,7 @@ type Store struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	cancel map[string]context.CancelFunc // imports running here, by document
-	index  map[string]*keywordIndex      // keyword indexes by scope
+	index  map[string]*scopeIndex        // keyword indexes by scope
 }
 
 // Open migrates the knowledge tables of h's database and returns the
@@ -162,7 +162,7 @@ func Open(ctx context.Context, h db.Handle, opts Options) (*Store, error) {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	s := &Store{opts: opts, cancel: map[string]context.CancelFunc{}, index: map[string]*keywordIndex{}}
+	s := &Store{opts: opts, cancel: map[string]context.CancelFunc{}, index: map[string]*scopeIndex{}}
 	switch {
 	case h.SQLite != nil:
 		if err := db.MigrateSQLite(ctx, h.SQLite, component, migrations("INTEGER")); err != nil {

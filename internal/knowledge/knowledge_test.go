@@ -27,7 +27,7 @@ func (h hashEmbedder) Embed(_ context.Context, texts []string) ([][]float32, err
 	return out, nil
 }
 
-func openStore(t *testing.T, kind string, embed func(context.Context) (knowledge.Embedder, error)) (*knowledge.Store, vector.Store) {
+func openStore(t testing.TB, kind string, embed func(context.Context) (knowledge.Embedder, error)) (*knowledge.Store, vector.Store) {
 	t.Helper()
 	ctx := context.Background()
 	open := kvtest.DatabaseOpener(t, kind)

@@ -78,8 +78,8 @@ func (s *Store) Search(ctx context.Context, q Query) ([]Passage, error) {
 	texts := map[chunkRef]*Passage{}
 	ready := map[string]bool{} // the documents a search may return
 	for _, ix := range indexes {
-		for _, d := range ix.docs {
-			ready[d.chunk.doc] = true
+		if len(ix.refs) > 0 {
+			ready[ix.refs[0].doc] = true
 		}
 	}
 	if len(ready) == 0 {
@@ -170,10 +170,20 @@ func (s *Store) keywordPassage(indexes []*keywordIndex, c chunkRef) *Passage {
 	return nil
 }
 
-// keywordIndexes returns the scopes' keyword indexes, rebuilding those
-// whose generation in the database moved since they were built.
+// scopeIndex is the keyword indexes of one scope's ready documents, as
+// of a generation of the scope.
+type scopeIndex struct {
+	gen  int64
+	docs map[string]*keywordIndex // by document id
+}
+
+// keywordIndexes returns the keyword indexes of the scopes' ready
+// documents. A scope whose generation in the database moved since it was
+// read is read again: its list of ready documents, and the chunks of the
+// documents not indexed yet (a document's chunks never change once it is
+// ready, so the others are kept).
 func (s *Store) keywordIndexes(ctx context.Context, scopes []string) ([]*keywordIndex, error) {
-	out := make([]*keywordIndex, 0, len(scopes))
+	var out []*keywordIndex
 	seen := map[string]bool{}
 	for _, sc := range scopes {
 		if seen[sc] {
@@ -186,46 +196,79 @@ func (s *Store) keywordIndexes(ctx context.Context, scopes []string) ([]*keyword
 			return nil, fmt.Errorf("knowledge: %w", err)
 		}
 		s.mu.Lock()
-		ix := s.index[sc]
+		si := s.index[sc]
 		s.mu.Unlock()
-		if ix == nil || ix.gen != gen {
-			if ix, err = s.loadIndex(ctx, sc, gen); err != nil {
+		if si == nil || si.gen != gen {
+			if si, err = s.loadScope(ctx, sc, gen, si); err != nil {
 				return nil, err
 			}
 			s.mu.Lock()
-			s.index[sc] = ix
+			s.index[sc] = si
 			s.mu.Unlock()
 		}
-		out = append(out, ix)
+		for _, ix := range si.docs {
+			out = append(out, ix)
+		}
 	}
 	return out, nil
 }
 
-func (s *Store) loadIndex(ctx context.Context, scope string, gen int64) (*keywordIndex, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT c.document, c.seq, c.source, c.text FROM knowledge_chunks c
-		JOIN knowledge_documents d ON d.id = c.document
-		WHERE c.scope = $1 AND d.status = $2 ORDER BY c.document, c.seq`, scope, StatusReady)
+func (s *Store) loadScope(ctx context.Context, scope string, gen int64, old *scopeIndex) (*scopeIndex, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT id FROM knowledge_documents WHERE scope = $1 AND status = $2`, scope, StatusReady)
 	if err != nil {
 		return nil, fmt.Errorf("knowledge: load %s: %w", scope, err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("knowledge: load %s: %w", scope, err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("knowledge: load %s: %w", scope, err)
+	}
+	si := &scopeIndex{gen: gen, docs: make(map[string]*keywordIndex, len(ids))}
+	for _, id := range ids {
+		if old != nil && old.docs[id] != nil {
+			si.docs[id] = old.docs[id]
+			continue
+		}
+		ix, err := s.loadDocIndex(ctx, scope, id)
+		if err != nil {
+			return nil, err
+		}
+		si.docs[id] = ix
+	}
+	return si, nil
+}
+
+func (s *Store) loadDocIndex(ctx context.Context, scope, id string) (*keywordIndex, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT seq, source, text FROM knowledge_chunks WHERE document = $1 ORDER BY seq`, id)
+	if err != nil {
+		return nil, fmt.Errorf("knowledge: load %s: %w", id, err)
 	}
 	defer rows.Close()
 	var refs []chunkRef
 	var texts []string
 	stored := map[chunkRef]storedChunk{}
 	for rows.Next() {
-		var c chunkRef
+		c := chunkRef{doc: id}
 		var sc storedChunk
-		if err := rows.Scan(&c.doc, &c.seq, &sc.source, &sc.text); err != nil {
-			return nil, fmt.Errorf("knowledge: load %s: %w", scope, err)
+		if err := rows.Scan(&c.seq, &sc.source, &sc.text); err != nil {
+			return nil, fmt.Errorf("knowledge: load %s: %w", id, err)
 		}
 		refs = append(refs, c)
 		texts = append(texts, sc.text)
 		stored[c] = sc
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("knowledge: load %s: %w", scope, err)
+		return nil, fmt.Errorf("knowledge: load %s: %w", id, err)
 	}
-	ix := newKeywordIndex(gen, refs, texts)
+	ix := newKeywordIndex(refs, texts)
 	ix.scope, ix.text = scope, stored
 	return ix, nil
 }
