@@ -28,6 +28,10 @@ const (
 	MaxTextRunes = 20 << 20
 )
 
+// ErrTooLarge is returned (wrapped, naming the file) for a file over
+// MaxFileBytes.
+var ErrTooLarge = errors.New("file too large")
+
 // ErrUnsupported is returned (wrapped, naming the file) for a format the
 // knowledge base does not read.
 var ErrUnsupported = errors.New("unsupported format")
@@ -64,7 +68,7 @@ func (b *budget) text(name, s string) error {
 // deep; entries of other formats are skipped).
 func Extract(name string, data []byte) ([]Source, error) {
 	if len(data) > MaxFileBytes {
-		return nil, fmt.Errorf("%s: %d bytes, more than the %d accepted", name, len(data), MaxFileBytes)
+		return nil, fmt.Errorf("%s: %d bytes, more than the %d accepted: %w", name, len(data), MaxFileBytes, ErrTooLarge)
 	}
 	b := &budget{}
 	return extract(name, data, b, 0)

@@ -48,6 +48,9 @@ func TestExtractFormats(t *testing.T) {
 	if _, err := knowledge.Extract("a.exe", []byte("MZ")); !errors.Is(err, knowledge.ErrUnsupported) {
 		t.Errorf("exe: %v", err)
 	}
+	if _, err := knowledge.Extract("big.txt", make([]byte, knowledge.MaxFileBytes+1)); !errors.Is(err, knowledge.ErrTooLarge) {
+		t.Errorf("a file over the limit: %v", err)
+	}
 	if _, err := knowledge.Extract("a.pdf", []byte("%PDF-1.4 not really")); err == nil {
 		t.Error("a broken PDF was read")
 	}
@@ -225,5 +228,21 @@ func TestTokens(t *testing.T) {
 	got := strings.Join(knowledge.Tokens("Hello, World! 知识库 v2 é 猫"), "|")
 	if got != "hello|world|知识|识库|v2|é|猫" {
 		t.Errorf("tokens %q", got)
+	}
+}
+
+// Damaged files are errors or text, never a crash or a hang: every
+// truncation of a PDF and a DOCX, and bytes flipped through them.
+func TestExtractDamaged(t *testing.T) {
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{"a.pdf", knowledgetest.PDF("some text (with parens) here", "and a second line")}, {"a.docx", knowledgetest.DOCX("para one", "para two")}} {
+		for n := 0; n < len(f.data); n += 7 {
+			knowledge.Extract(f.name, f.data[:n])
+			flipped := append([]byte(nil), f.data...)
+			flipped[n] ^= 0x5a
+			knowledge.Extract(f.name, flipped)
+		}
 	}
 }

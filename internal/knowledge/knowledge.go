@@ -285,7 +285,7 @@ func (s *Store) record(ctx context.Context, scope, name string, data []byte) (Do
 		return Document{}, fmt.Errorf("knowledge: %s: %w (known: %s)", name, ErrUnsupported, strings.Join(Formats, " "))
 	}
 	if len(data) > MaxFileBytes {
-		return Document{}, fmt.Errorf("knowledge: %s: %d bytes, more than the %d accepted", name, len(data), MaxFileBytes)
+		return Document{}, fmt.Errorf("knowledge: %s: %d bytes, more than the %d accepted: %w", name, len(data), MaxFileBytes, ErrTooLarge)
 	}
 	now := time.Now()
 	d := Document{ID: newID(), Scope: scope, Name: name, Size: int64(len(data)), Status: StatusQueued, Created: now, Updated: now}

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/nekro-go/nekro/internal/knowledge"
 )
@@ -68,7 +67,7 @@ func (s *Server) addKnowledge(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, knowledge.ErrUnsupported):
 		writeError(w, http.StatusUnsupportedMediaType, "%v", err)
 		return
-	case err != nil && strings.Contains(err.Error(), "bytes, more than"):
+	case errors.Is(err, knowledge.ErrTooLarge):
 		writeError(w, http.StatusRequestEntityTooLarge, "%v", err)
 		return
 	case err != nil:
