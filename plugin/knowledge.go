@@ -18,8 +18,10 @@ type KnowledgePassage struct {
 // SearchKnowledge searches the operator's knowledge base for the run's
 // chat: the documents added to this chat and the global ones, never
 // another chat's. It returns at most topK passages (1 to 50; 0 means 5),
-// best first, found by meaning and by keyword. Outside a run or turn it
-// is unavailable (ErrNoService).
+// best first, found by meaning and by keyword. It works in runs, in the
+// per-turn hooks and commands, in background tasks and in MCP calls, as
+// their chat; without a knowledge base (or where no chat is bound) it is
+// unavailable (ErrNoService).
 func (c *Ctx) SearchKnowledge(query string, topK int) ([]KnowledgePassage, error) {
 	ps, err := c.env.SearchKnowledge(c, query, topK)
 	if err != nil {
