@@ -89,6 +89,17 @@ const staleAfter = 10 * time.Minute
 // embedBatch is how many chunks are embedded and stored at a time.
 const embedBatch = 32
 
+// Background imports (Add): at most importWorkers run at once, the others
+// wait as StatusQueued; at most maxPending are held (their files in
+// memory) before Add refuses with ErrBusy.
+const (
+	importWorkers = 2
+	maxPending    = 16
+)
+
+// ErrBusy is returned by Add while maxPending imports wait or run here.
+var ErrBusy = errors.New("too many imports in progress: try again when some are done")
+
 // Document is one added file and how its import goes.
 type Document struct {
 	ID      string    `json:"id"`
@@ -150,6 +161,7 @@ type Store struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	cancel map[string]context.CancelFunc // imports running here, by document
+	slots  chan struct{}                 // importWorkers
 	index  map[string]*scopeIndex        // keyword indexes by scope
 }
 
@@ -162,7 +174,8 @@ func Open(ctx context.Context, h db.Handle, opts Options) (*Store, error) {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	s := &Store{opts: opts, cancel: map[string]context.CancelFunc{}, index: map[string]*scopeIndex{}}
+	s := &Store{opts: opts, cancel: map[string]context.CancelFunc{}, index: map[string]*scopeIndex{},
+		slots: make(chan struct{}, importWorkers)}
 	switch {
 	case h.SQLite != nil:
 		if err := db.MigrateSQLite(ctx, h.SQLite, component, migrations("INTEGER")); err != nil {
@@ -234,6 +247,12 @@ func checkName(name string) (string, error) {
 // its progress, and it is searchable once StatusReady. Its format is
 // checked here (by the name's extension), its content in the import.
 func (s *Store) Add(ctx context.Context, scope, name string, data []byte) (Document, error) {
+	s.mu.Lock()
+	busy := len(s.cancel) >= maxPending
+	s.mu.Unlock()
+	if busy {
+		return Document{}, ErrBusy
+	}
 	d, err := s.record(ctx, scope, name, data)
 	if err != nil {
 		return Document{}, err
@@ -246,7 +265,23 @@ func (s *Store) Add(ctx context.Context, scope, name string, data []byte) (Docum
 	go func() {
 		defer s.wg.Done()
 		defer cancel()
-		s.importDoc(ictx, d, data)
+		// Wait, queued, for a worker's slot, saying now and then that
+		// the wait is alive (the list calls a silent import failed).
+		tick := time.NewTicker(staleAfter / 4)
+		defer tick.Stop()
+		for {
+			select {
+			case s.slots <- struct{}{}:
+				s.importDoc(ictx, d, data)
+				<-s.slots
+			case <-ictx.Done():
+				s.importDoc(ictx, d, nil) // records it interrupted
+			case <-tick.C:
+				s.write.ExecContext(ictx, `UPDATE knowledge_documents SET updated_at = $1 WHERE id = $2`, time.Now().UnixMilli(), d.ID)
+				continue
+			}
+			break
+		}
 		s.mu.Lock()
 		delete(s.cancel, d.ID)
 		s.mu.Unlock()

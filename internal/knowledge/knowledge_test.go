@@ -3,6 +3,7 @@ package knowledge_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -189,5 +190,60 @@ func TestNoEmbeddingModel(t *testing.T) {
 	}
 	if ps, err := s.SearchChat(ctx, "x", "hello", 3); err != nil || len(ps) != 0 {
 		t.Fatalf("search: %+v %v", ps, err)
+	}
+}
+
+// slowEmbedder holds every import until released.
+type slowEmbedder struct{ release chan struct{} }
+
+func (e slowEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	select {
+	case <-e.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	calls := 0
+	return hashEmbedder{&calls}.Embed(ctx, texts)
+}
+
+// Background imports run two at a time, the others queued; past the
+// pending limit Add refuses; deleting a queued document ends its import.
+func TestImportQueue(t *testing.T) {
+	ctx := context.Background()
+	release := make(chan struct{})
+	s, _ := openStore(t, "sqlite", func(context.Context) (knowledge.Embedder, error) { return slowEmbedder{release}, nil })
+	var ids []string
+	for i := range 16 {
+		d, err := s.Add(ctx, "global", fmt.Sprintf("f%d.txt", i), []byte(fmt.Sprintf("document number %d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, d.ID)
+	}
+	if _, err := s.Add(ctx, "global", "one-more.txt", []byte("x")); !errors.Is(err, knowledge.ErrBusy) {
+		t.Fatalf("the 17th pending import: %v", err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	docs, _ := s.List(ctx, "global")
+	queued := 0
+	for _, d := range docs {
+		if d.Status == knowledge.StatusQueued {
+			queued++
+		}
+	}
+	if queued != 14 {
+		t.Fatalf("%d queued, want 14 (two running)", queued)
+	}
+	if _, err := s.Delete(ctx, ids[15]); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	for _, id := range ids[:15] {
+		if d := waitReady(t, s, id); d.Status != knowledge.StatusReady {
+			t.Fatalf("%+v", d)
+		}
+	}
+	if docs, _ := s.List(ctx, "global"); len(docs) != 15 {
+		t.Fatalf("%d documents, want 15", len(docs))
 	}
 }

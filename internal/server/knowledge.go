@@ -67,6 +67,10 @@ func (s *Server) addKnowledge(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, knowledge.ErrUnsupported):
 		writeError(w, http.StatusUnsupportedMediaType, "%v", err)
 		return
+	case errors.Is(err, knowledge.ErrBusy):
+		w.Header().Set("Retry-After", "10")
+		writeError(w, http.StatusServiceUnavailable, "%v", err)
+		return
 	case errors.Is(err, knowledge.ErrTooLarge):
 		writeError(w, http.StatusRequestEntityTooLarge, "%v", err)
 		return
