@@ -2,6 +2,7 @@ package knowledge_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"mime/multipart"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/nekro-go/nekro/internal/knowledge/knowledgetest"
 	"github.com/nekro-go/nekro/internal/llm/llmtest"
@@ -117,6 +120,43 @@ func texts(ps []passage) string {
 	return b.String()
 }
 
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// mcpSearch calls search_knowledge through /mcp as chat and returns the
+// result's text.
+func mcpSearch(t *testing.T, s *testutil.Served, chat, query string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + s.Addr + "/mcp?chat=" + chat,
+		HTTPClient: &http.Client{Transport: bearer{token}}}, nil)
+	if err != nil {
+		t.Fatalf("mcp connect: %v", err)
+	}
+	defer sess.Close()
+	res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "search_knowledge", Arguments: map[string]any{"query": query}})
+	if err != nil {
+		t.Fatalf("mcp search_knowledge: %v", err)
+	}
+	var out []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			out = append(out, tc.Text)
+		}
+	}
+	if res.IsError {
+		t.Fatalf("mcp search_knowledge as %s failed: %s", chat, strings.Join(out, "\n"))
+	}
+	return strings.Join(out, "\n")
+}
+
 func TestKnowledgeThroughTheBinary(t *testing.T) {
 	m, err := llmtest.Start(func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "OK"} })
 	if err != nil {
@@ -164,6 +204,14 @@ func TestKnowledgeThroughTheBinary(t *testing.T) {
 	}
 	if ps := searchFrom(t, s, "group_b", "when does the office open"); len(ps) == 0 || ps[0].Source != "faq.zip/faq/hours.md" {
 		t.Fatalf("chat B, the zip:\n%s", texts(ps))
+	}
+
+	// As an MCP tool, search_knowledge searches the session's chat.
+	if got := mcpSearch(t, s, "group_a", "Zephyr launch code"); !strings.Contains(got, "4711") {
+		t.Fatalf("MCP as chat A: %s", got)
+	}
+	if got := mcpSearch(t, s, "group_b", "Zephyr launch code"); strings.Contains(got, "4711") {
+		t.Fatalf("MCP as chat B found chat A's PDF: %s", got)
 	}
 
 	// A user's token may not add, list or delete.
