@@ -90,6 +90,9 @@ type Config struct {
 	// (its text joins the system prompt, its language the prompt's fixed
 	// parts and the notices users read); nil or an error: none, English.
 	Persona func(ctx context.Context, chatKey string) (Persona, error)
+	// Memory, when set, recalls memories into each turn's prompt, learns
+	// after each turn and forgets a reset chat (internal/memory).
+	Memory Memory
 	// Observer, when set, is told how every turn ended (nekro's metrics).
 	Observer TurnObserver
 	// OnReset, when set, erases what other parts keep of a chat when it
@@ -348,7 +351,9 @@ var ErrDropped = errors.New("a plugin's message hook dropped the message")
 // Prompt returns the first request a turn in chatKey would send the model
 // now, for userID (may be empty): the system prompt with the chat's
 // methods, the plugins' injected context and the history, the chat's
-// unanswered messages as those to answer.
+// unanswered messages as those to answer. Older history that does not fit
+// the model's window shows as the kept summary; a summary is never
+// written here.
 func (a *Agent) Prompt(ctx context.Context, chatKey, userID string) ([]llm.ChatMessage, error) {
 	history, err := a.chats.History(ctx, chatKey, a.cfg.MaxHistory)
 	if err != nil {
@@ -358,7 +363,8 @@ func (a *Agent) Prompt(ctx context.Context, chatKey, userID string) ([]llm.ChatM
 	for i := len(history) - 1; i >= 0 && history[i].Role == chat.User; i-- {
 		answering = append([]chat.Message{history[i]}, answering...)
 	}
-	return TurnPromptFor(a.plugins.ChatView(ctx, chatKey, userID), a.persona(ctx, chatKey), chatKey, history, answering), nil
+	msgs, _ := a.turnPrompt(ctx, a.plugins.ChatView(ctx, chatKey, userID), a.persona(ctx, chatKey), chatKey, history, answering, nil)
+	return msgs, nil
 }
 
 // Exec runs code in the chat's sandbox without a model (the API's
@@ -425,6 +431,9 @@ func (a *Agent) ResetCount(ctx context.Context, chatKey string) (int64, error) {
 	}
 	if err != nil {
 		return n, fmt.Errorf("chat %s was reset, but: %w", chatKey, err)
+	}
+	if err := a.forgetChat(ctx, chatKey); err != nil {
+		return n, fmt.Errorf("chat %s was reset, but its memories were not erased: %w", chatKey, err)
 	}
 	return n, nil
 }

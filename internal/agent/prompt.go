@@ -170,13 +170,22 @@ func quoteID(s string) string {
 // over MaxPromptHistoryBytes: then the oldest entries are left out, and a
 // line says how many.
 func HistoryPrompt(chatKey string, history []chat.Message, answering []chat.Message) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "<chat_history chat_key=%q>\n", plugin.EscapePromptTags(chatKey))
 	entries, omitted := renderNewest(history, MaxPromptHistoryBytes)
+	head := ""
 	if omitted > 0 {
-		fmt.Fprintf(&b, "[nekro: %d older message(s) left out: the history shown is capped at %d KiB, newest kept]\n",
+		head = fmt.Sprintf("[nekro: %d older message(s) left out: the history shown is capped at %d KiB, newest kept]\n",
 			omitted, MaxPromptHistoryBytes>>10)
 	}
+	return historyPrompt(chatKey, head, entries, answering)
+}
+
+// historyPrompt renders the user message of a turn: head (what stands for
+// older messages: a note, a summary) and the rendered entries inside the
+// chat_history tag, then which messages this turn answers.
+func historyPrompt(chatKey, head string, entries []string, answering []chat.Message) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "<chat_history chat_key=%q>\n", plugin.EscapePromptTags(chatKey))
+	b.WriteString(head)
 	for _, e := range entries {
 		b.WriteString(e)
 	}

@@ -224,10 +224,16 @@ func (a *Agent) claimAndRun(chatKey string, st *chatState) error {
 	}
 	// Record the end even when the turn's context is gone.
 	err = a.finish(turn, end)
+	a.turnEnded(chatKey)
 	if a.cfg.Observer != nil {
 		a.cfg.Observer.TurnFinished(turn.Status, time.Since(start))
 	}
 	a.log.Debug("turn finished", "chat", chatKey, "turn", turn.ID, "status", turn.Status, "runs", turn.Iterations,
 		"total", time.Since(start), "claim", claimTime, "model", time.Duration(turn.ModelUS)*time.Microsecond, "sandbox", runs)
+	// The answer is out: now is the time to summarize older history
+	// for the next turn, when it nears the window (a reset cancels it).
+	if stop.Err() == nil {
+		a.afterTurn(stop, chatKey, turn.Context)
+	}
 	return err
 }

@@ -81,7 +81,9 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 		turn.Requests += int(pluginUse.requests.Load())
 		turn.ModelUS += pluginUse.micros.Load()
 	}()
-	msgs := TurnPromptFor(view, persona, chatKey, history, claimed)
+	// A summary the prompt needs first counts with the turn's requests.
+	msgs, pctx := a.turnPrompt(ctx, view, persona, chatKey, history, claimed, &pluginUse)
+	turn.Context = pctx
 	for i := 1; i <= a.cfg.MaxIterations; i++ {
 		comp, err := a.router.Route(ctx, "", msgs)
 		turn.Requests++
@@ -293,7 +295,8 @@ func runRecord(turn *chat.Turn, iteration int, code string, res *runtime.ExecRes
 	}
 	return chat.Run{RunID: res.RunID, ChatKey: res.ChatKey, TurnID: turn.ID, Iteration: iteration, Code: code,
 		Output: res.Output, StopType: res.StopType.String(), ExitCode: res.ExitCode, DurationMS: res.DurationMS,
-		Calls: calls, Note: res.Note, AgentMethod: res.AgentMethod, AgentResult: result, ModelGroup: turn.ModelGroup}
+		Calls: calls, Note: res.Note, AgentMethod: res.AgentMethod, AgentResult: result, ModelGroup: turn.ModelGroup,
+		Context: turn.Context}
 }
 
 // modelUse counts model requests plugins make during a turn.

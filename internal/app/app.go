@@ -31,6 +31,7 @@ import (
 	"github.com/nekro-go/nekro/internal/kv"
 	"github.com/nekro-go/nekro/internal/kv/kvopen"
 	"github.com/nekro-go/nekro/internal/mcp"
+	"github.com/nekro-go/nekro/internal/memory"
 	"github.com/nekro-go/nekro/internal/metrics"
 	"github.com/nekro-go/nekro/internal/models"
 	"github.com/nekro-go/nekro/internal/pluginhost"
@@ -91,6 +92,10 @@ type Config struct {
 	// Adapters are the chat platforms to connect (nekro serve only; see
 	// package adapter): started after the agent, stopped after it.
 	Adapters []adapter.Adapter
+	// Memory tunes the long-term memory (--memory and its settings); its
+	// Log is filled in here.
+	Memory memory.Options
+
 	// Agent tunes turns.
 	Agent agent.Config
 	Log   *slog.Logger
@@ -132,11 +137,16 @@ type App struct {
 	Python *pyplugin.Set
 	// MCP is the MCP servers of Config.MCPConfig, as plugins.
 	MCP *mcp.Set
-	// Vectors are the embedding vectors (the knowledge base's).
+	// Vectors are the embedding vectors (the knowledge base's and the
+	// memories').
 	Vectors *vector.DBStore
 	// Knowledge is the operator's knowledge base: documents, chunks,
 	// hybrid search by scope.
 	Knowledge *knowledge.Store
+	// Memories are the chats' long-term memories (listed, deleted,
+	// erased with a user); Memory learns and recalls them in turns.
+	Memories *memory.Store
+	Memory   *memory.Service
 
 	log     *slog.Logger
 	closers []func(context.Context) error // in opening order
@@ -315,6 +325,20 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		return agent.Persona{Name: p.Name, Content: p.Content, Lang: p.Lang}, nil
 	}
 	ac.Observer = a.Metrics
+	if err := a.openMemories(ctx); err != nil {
+		return nil, err
+	}
+	mo := cfg.Memory
+	if mo.Log == nil {
+		mo.Log = cfg.Log
+	}
+	// The memory's worker stops after the agent, whose last turns queue
+	// their extractions; those still queued are dropped.
+	a.Memory = memory.NewService(a.Memories, a.Models, a.Chats, mo)
+	a.closers = append(a.closers, func(context.Context) error { return a.Memory.Close() })
+	if ac.Memory == nil { // tests may give the agent a memory of their own
+		ac.Memory = a.Memory
+	}
 	a.Agent = agent.New(a.Host, a.Chats, nil, ac)
 	a.Metrics.Gauge("nekro_turn_queue_depth", "Chats whose messages wait for a turn.",
 		func() float64 { return float64(a.Agent.QueueDepth()) })
@@ -495,6 +519,35 @@ func (a *App) openStore(ctx context.Context, cfg Config) error {
 	}
 	a.Store = st
 	a.closers = append(a.closers, st.Close)
+	return nil
+}
+
+// OpenMemories opens the database and the memories' store on it, and
+// nothing else: what `nekro memories` and `nekro kv erase-user` need.
+func OpenMemories(ctx context.Context, cfg Config) (*App, error) {
+	cfg.defaults()
+	a := &App{log: cfg.Log}
+	if err := a.openStore(ctx, cfg); err != nil {
+		a.Close(ctx)
+		return nil, err
+	}
+	if err := a.openMemories(ctx); err != nil {
+		a.Close(ctx)
+		return nil, err
+	}
+	return a, nil
+}
+
+// openMemories opens the vector store and the memories' store on a.DB.
+func (a *App) openMemories(ctx context.Context) error {
+	vs, err := a.vectorStore(ctx)
+	if err != nil {
+		return err
+	}
+	if a.Memories, err = memory.Open(ctx, a.DB, vs); err != nil {
+		return err
+	}
+	a.closers = append(a.closers, func(context.Context) error { return a.Memories.Close() })
 	return nil
 }
 

@@ -16,12 +16,10 @@ import (
 // asked anew for every import and search, so an edit of the group applies
 // at once.
 func (a *App) openKnowledge(ctx context.Context) error {
-	vs, err := vector.Open(ctx, a.DB)
+	vs, err := a.vectorStore(ctx)
 	if err != nil {
 		return err
 	}
-	a.Vectors = vs
-	a.closers = append(a.closers, func(context.Context) error { return vs.Close() })
 	ms := a.Models
 	kb, err := knowledge.Open(ctx, a.DB, knowledge.Options{Vectors: vs, Log: a.log,
 		Embedder: func(ctx context.Context) (knowledge.Embedder, error) {
@@ -33,6 +31,21 @@ func (a *App) openKnowledge(ctx context.Context) error {
 	a.Knowledge = kb
 	a.closers = append(a.closers, func(context.Context) error { return kb.Close() })
 	return nil
+}
+
+// vectorStore opens the vector store on a.DB once, for the knowledge
+// base and the memory both (one in-memory copy of each scope).
+func (a *App) vectorStore(ctx context.Context) (*vector.DBStore, error) {
+	if a.Vectors != nil {
+		return a.Vectors, nil
+	}
+	vs, err := vector.Open(ctx, a.DB)
+	if err != nil {
+		return nil, err
+	}
+	a.Vectors = vs
+	a.closers = append(a.closers, func(context.Context) error { return vs.Close() })
+	return vs, nil
 }
 
 // searchKnowledge is the runtime's Config.Knowledge: a run's

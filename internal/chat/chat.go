@@ -83,6 +83,61 @@ type Turn struct {
 	ModelGroup string    `json:"model_group,omitempty"`
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// Context says how the turn's prompt fit the model's window; nil for
+	// turns before windows were kept.
+	Context *PromptContext `json:"context,omitempty"`
+}
+
+// PromptContext is how a turn's first prompt fit the model's context
+// window, for the run log: the window it was built for, its estimated
+// tokens, and what of the history was summarized or left out.
+type PromptContext struct {
+	// Group is the model group whose window the prompt was built for
+	// (the smallest along the default group's fallbacks).
+	Group string `json:"group,omitempty"`
+	// Window and Reserve are that group's window and the tokens kept
+	// free for the answer, so the prompt may take Window - Reserve.
+	Window  int `json:"window"`
+	Reserve int `json:"reserve"`
+	// Tokens is the prompt's estimated size (llm.EstimatePrompt); Fixed
+	// that of its parts besides the history (system prompt, persona,
+	// method docs, plugins' injected context, the messages it answers).
+	Tokens int `json:"tokens"`
+	Fixed  int `json:"fixed"`
+	// Shown is how many history messages the prompt shows as they are.
+	Shown int `json:"shown"`
+	// Summary is set when the prompt holds a summary of older messages:
+	// SummaryThrough is the newest message id it covers, SummaryCovered
+	// how many messages it covers in all, SummaryTokens its size.
+	Summary        bool  `json:"summary,omitempty"`
+	SummaryThrough int64 `json:"summary_through,omitempty"`
+	SummaryCovered int   `json:"summary_covered,omitempty"`
+	SummaryTokens  int   `json:"summary_tokens,omitempty"`
+	// Summarized is how many messages this turn summarized before its
+	// prompt (the summary was not ready); 0 when it used a kept one.
+	Summarized int `json:"summarized,omitempty"`
+	// Omitted is how many older messages the prompt leaves out with no
+	// summary covering them; Note says why.
+	Omitted int    `json:"omitted,omitempty"`
+	Note    string `json:"note,omitempty"`
+}
+
+// HistorySummary is what the model wrote of a chat's older messages, kept
+// so later turns show it in their place.
+type HistorySummary struct {
+	ChatKey string `json:"chat_key"`
+	// ThroughID is the newest message the summary covers: the prompt
+	// shows it in place of every message up to this id.
+	ThroughID int64 `json:"through_id"`
+	// Covered is how many messages it covers in all, earlier summaries
+	// included.
+	Covered int    `json:"covered"`
+	Text    string `json:"text"`
+	// Tokens is the text's estimated size.
+	Tokens int `json:"tokens"`
+	// Group is the model group that wrote it.
+	Group     string    `json:"model_group"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Run is the execution record of one sandbox run.
@@ -104,6 +159,9 @@ type Run struct {
 	// ModelGroup is the model group whose reply the run ran ("" for
 	// playground runs).
 	ModelGroup string `json:"model_group,omitempty"`
+	// Context is how its turn's prompt fit the model's window (nil for
+	// playground runs and runs before windows were kept).
+	Context *PromptContext `json:"context,omitempty"`
 }
 
 // NoTurn is the TurnID of a user message stored without starting a turn

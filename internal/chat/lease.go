@@ -156,8 +156,9 @@ func (s *Service) EndTurn(ctx context.Context, t *Turn, end TurnEnd) (released i
 	defer tx.Rollback()
 	finished := time.Now().UTC().Truncate(time.Microsecond)
 	res, err := tx.ExecContext(ctx, `UPDATE chat_turns SET status = $1, error = $2, iterations = $3, requests = $4,
-		model_us = $5, finished_at = $6, model_group = $10 WHERE id = $7 AND status = $8 AND owner = $9`,
-		t.Status, t.Error, t.Iterations, t.Requests, t.ModelUS, micros(finished), t.ID, TurnRunning, s.replica, t.ModelGroup)
+		model_us = $5, finished_at = $6, model_group = $10, prompt_context = $11 WHERE id = $7 AND status = $8 AND owner = $9`,
+		t.Status, t.Error, t.Iterations, t.Requests, t.ModelUS, micros(finished), t.ID, TurnRunning, s.replica, t.ModelGroup,
+		contextColumn(t.Context))
 	if err != nil {
 		return 0, fmt.Errorf("finish turn %d: %w", t.ID, err)
 	}

@@ -101,6 +101,21 @@ CREATE INDEX chat_turns_by_time ON chat_turns (started_at);
 ALTER TABLE chat_turns ADD COLUMN model_group TEXT NOT NULL DEFAULT '';
 ALTER TABLE chat_runs ADD COLUMN model_group TEXT NOT NULL DEFAULT '';
 `,
+}, {
+	Version: 7, Name: "context that fits the model: history summaries, and how each turn's prompt fit",
+	SQL: `
+CREATE TABLE chat_summaries (
+	chat_key    TEXT    PRIMARY KEY,
+	through_id  INTEGER NOT NULL,
+	covered     INTEGER NOT NULL,
+	text        TEXT    NOT NULL,
+	tokens      INTEGER NOT NULL,
+	model_group TEXT    NOT NULL,
+	updated_at  INTEGER NOT NULL
+) STRICT;
+ALTER TABLE chat_turns ADD COLUMN prompt_context TEXT NOT NULL DEFAULT '';
+ALTER TABLE chat_runs ADD COLUMN prompt_context TEXT NOT NULL DEFAULT '';
+`,
 }}
 
 var postgresMigrations = []db.Migration{{
@@ -195,5 +210,20 @@ CREATE INDEX chat_turns_by_time ON chat_turns (started_at);
 	SQL: `
 ALTER TABLE chat_turns ADD COLUMN model_group text NOT NULL DEFAULT '';
 ALTER TABLE chat_runs ADD COLUMN model_group text NOT NULL DEFAULT '';
+`,
+}, {
+	Version: 7, Name: "context that fits the model: history summaries, and how each turn's prompt fit",
+	SQL: `
+CREATE TABLE chat_summaries (
+	chat_key    text   PRIMARY KEY,
+	through_id  bigint NOT NULL,
+	covered     bigint NOT NULL,
+	text        text   NOT NULL,
+	tokens      bigint NOT NULL,
+	model_group text   NOT NULL,
+	updated_at  bigint NOT NULL
+);
+ALTER TABLE chat_turns ADD COLUMN prompt_context text NOT NULL DEFAULT '';
+ALTER TABLE chat_runs ADD COLUMN prompt_context text NOT NULL DEFAULT '';
 `,
 }}

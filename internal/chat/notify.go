@@ -153,7 +153,7 @@ func (s *Service) readBack(ctx context.Context, n notice) (Event, bool) {
 		}
 		e.Message = &ms[0]
 	case EventTurn:
-		rows, err := s.r.QueryContext(ctx, `SELECT id, chat_key, status, error, iterations, requests, model_us, started_at, finished_at, model_group
+		rows, err := s.r.QueryContext(ctx, `SELECT `+turnColumns+`
 			FROM chat_turns WHERE id = $1 AND chat_key = $2`, n.ID, n.ChatKey)
 		if err != nil {
 			return e, false

@@ -273,14 +273,26 @@ func (s *Service) MessagesPage(ctx context.Context, chatKey string, limit int, b
 	return ms, next, nil
 }
 
-// Reset deletes the chat's messages and broadcasts a reset event. Turns
-// and execution records are kept as the audit trail.
+// Reset deletes the chat's messages and the summary of its history, and
+// broadcasts a reset event. Turns and execution records are kept as the
+// audit trail (their PromptContext holds counts, no text).
 func (s *Service) Reset(ctx context.Context, chatKey string) (deleted int64, err error) {
-	res, err := s.w.ExecContext(ctx, `DELETE FROM chat_messages WHERE chat_key = $1`, chatKey)
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("reset %s: %w", chatKey, err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `DELETE FROM chat_messages WHERE chat_key = $1`, chatKey)
 	if err != nil {
 		return 0, fmt.Errorf("reset %s: %w", chatKey, err)
 	}
 	n, _ := res.RowsAffected()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM chat_summaries WHERE chat_key = $1`, chatKey); err != nil {
+		return 0, fmt.Errorf("reset %s: %w", chatKey, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("reset %s: %w", chatKey, err)
+	}
 	s.publish(Event{Type: EventReset, ChatKey: chatKey})
 	return n, nil
 }
@@ -333,7 +345,7 @@ func hasFiles(dir string) bool {
 
 // Turns returns the chat's turns, oldest first.
 func (s *Service) Turns(ctx context.Context, chatKey string) ([]Turn, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, chat_key, status, error, iterations, requests, model_us, started_at, finished_at, model_group
+	rows, err := s.r.QueryContext(ctx, `SELECT `+turnColumns+`
 		FROM chat_turns WHERE chat_key = $1 ORDER BY id`, chatKey)
 	if err != nil {
 		return nil, fmt.Errorf("turns of %s: %w", chatKey, err)
@@ -349,7 +361,7 @@ func (s *Service) TurnsPage(ctx context.Context, chatKey string, limit int, befo
 	if before <= 0 {
 		before = math.MaxInt64
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT id, chat_key, status, error, iterations, requests, model_us, started_at, finished_at, model_group
+	rows, err := s.r.QueryContext(ctx, `SELECT `+turnColumns+`
 		FROM chat_turns WHERE chat_key = $1 AND id < $2 ORDER BY id DESC LIMIT $3`, chatKey, before, limit+1)
 	if err != nil {
 		return nil, 0, fmt.Errorf("turns of %s: %w", chatKey, err)
@@ -366,6 +378,9 @@ func (s *Service) TurnsPage(ctx context.Context, chatKey string, limit int, befo
 	return ts, next, nil
 }
 
+// turnColumns are the columns scanTurns reads, in its order.
+const turnColumns = `id, chat_key, status, error, iterations, requests, model_us, started_at, finished_at, model_group, prompt_context`
+
 func scanTurns(rows *sql.Rows, chatKey string) ([]Turn, error) {
 	defer rows.Close()
 	out := []Turn{}
@@ -373,10 +388,12 @@ func scanTurns(rows *sql.Rows, chatKey string) ([]Turn, error) {
 		var (
 			t      Turn
 			st, ft int64
+			pctx   string
 		)
-		if err := rows.Scan(&t.ID, &t.ChatKey, &t.Status, &t.Error, &t.Iterations, &t.Requests, &t.ModelUS, &st, &ft, &t.ModelGroup); err != nil {
+		if err := rows.Scan(&t.ID, &t.ChatKey, &t.Status, &t.Error, &t.Iterations, &t.Requests, &t.ModelUS, &st, &ft, &t.ModelGroup, &pctx); err != nil {
 			return nil, fmt.Errorf("turns of %s: %w", chatKey, err)
 		}
+		t.Context = contextOf(pctx)
 		t.StartedAt, t.FinishedAt = fromMicros(st), fromMicros(ft)
 		out = append(out, t)
 	}
@@ -445,10 +462,10 @@ func (s *Service) RecordRun(ctx context.Context, r Run) error {
 	}
 	_, err := s.w.ExecContext(ctx, `INSERT INTO chat_runs
 		(run_id, chat_key, turn_id, iteration, code, output, stop_type, exit_code, duration_ms, calls, note,
-		 agent_method, agent_result, created_at, model_group)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+		 agent_method, agent_result, created_at, model_group, prompt_context)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 		r.RunID, r.ChatKey, r.TurnID, r.Iteration, r.Code, r.Output, r.StopType, r.ExitCode, r.DurationMS, calls, r.Note,
-		r.AgentMethod, string(r.AgentResult), micros(r.Time), r.ModelGroup)
+		r.AgentMethod, string(r.AgentResult), micros(r.Time), r.ModelGroup, contextColumn(r.Context))
 	if err != nil {
 		return fmt.Errorf("record run %s: %w", r.RunID, err)
 	}
@@ -460,7 +477,7 @@ func (s *Service) RecordRun(ctx context.Context, r Run) error {
 const MaxRecordedAgentResult = 1 << 20
 
 const runColumns = `run_id, chat_key, turn_id, iteration, code, output, stop_type, exit_code,
-		duration_ms, calls, note, agent_method, agent_result, created_at, model_group`
+		duration_ms, calls, note, agent_method, agent_result, created_at, model_group, prompt_context`
 
 // Runs returns the chat's execution records, oldest first.
 func (s *Service) Runs(ctx context.Context, chatKey string) ([]Run, error) {
@@ -524,11 +541,13 @@ func scanRuns(rows *sql.Rows, chatKey string) ([]Run, error) {
 			r             Run
 			calls, result string
 			at            int64
+			pctx          string
 		)
 		if err := rows.Scan(&r.RunID, &r.ChatKey, &r.TurnID, &r.Iteration, &r.Code, &r.Output, &r.StopType, &r.ExitCode,
-			&r.DurationMS, &calls, &r.Note, &r.AgentMethod, &result, &at, &r.ModelGroup); err != nil {
+			&r.DurationMS, &calls, &r.Note, &r.AgentMethod, &result, &at, &r.ModelGroup, &pctx); err != nil {
 			return nil, fmt.Errorf("runs of %s: %w", chatKey, err)
 		}
+		r.Context = contextOf(pctx)
 		r.Calls, r.Time = json.RawMessage(calls), fromMicros(at)
 		if strings.TrimSpace(result) != "" {
 			r.AgentResult = json.RawMessage(result)

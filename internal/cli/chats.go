@@ -59,7 +59,9 @@ prompt (runtime contract, in the language of the chat's persona; the
 persona chosen for the chat, or the default one; and the methods this
 chat's code may call, after the plugins' method filters), then the plugins' injected context and the
 chat's history, with its unanswered user messages as those to answer.
---user names the user the turn would run for (it changes what user-scoped
+The history fits the model's context window as a turn's would: older
+messages shown as the chat's kept summary, or left out with a note (no
+summary is written here). --user names the user the turn would run for (it changes what user-scoped
 plugins inject). Nothing is sent and nothing is stored.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -25,8 +25,10 @@ import (
 //	onebot:
 //	  token: ...      # the same as onebot-token: ...
 //
-// Two keys have no flag: llm-api-key (NEKRO_LLM_API_KEY) and the model
-// groups, llm: {groups: {NAME: {base-url, model, api-key}}}
+// Some keys have no flag: llm-api-key (NEKRO_LLM_API_KEY), the chat
+// model's llm-context-window and llm-max-tokens (NEKRO_LLM_CONTEXT_WINDOW,
+// NEKRO_LLM_MAX_TOKENS), and the model groups, llm: {groups: {NAME:
+// {base-url, model, api-key, context-window, max-tokens}}}
 // (NEKRO_LLM_<NAME>_*). A value on the command line beats its variable,
 // which beats the file, which beats the default.
 
@@ -38,10 +40,12 @@ const EnvConfig = "NEKRO_CONFIG"
 const DefaultConfigName = "nekro.yaml"
 
 // fileOnly are the config keys with no flag, and their variables.
-var fileOnly = map[string]string{"llm-api-key": llm.EnvAPIKey}
+var fileOnly = map[string]string{"llm-api-key": llm.EnvAPIKey,
+	"llm-context-window": "NEKRO_LLM_CONTEXT_WINDOW", "llm-max-tokens": "NEKRO_LLM_MAX_TOKENS"}
 
 // groupFields are a model group's keys, and their variables' suffixes.
-var groupFields = map[string]string{"base-url": "BASE_URL", "model": "MODEL", "api-key": "API_KEY"}
+var groupFields = map[string]string{"base-url": "BASE_URL", "model": "MODEL", "api-key": "API_KEY",
+	"context-window": "CONTEXT_WINDOW", "max-tokens": "MAX_TOKENS"}
 
 // groupName is a model group's name: its variables are NEKRO_LLM_<NAME>_*.
 var groupName = regexp.MustCompile(`^[a-z0-9_]+$`)
@@ -260,7 +264,7 @@ func readConfigFile(path string) (*configFileData, error) {
 func checkFileSetting(catalog *pflag.FlagSet, s *fileSetting) error {
 	if s.group != "" {
 		if _, ok := groupFields[s.field]; !ok {
-			return fmt.Errorf("unknown key %q: a model group has base-url, model and api-key", s.field)
+			return fmt.Errorf("unknown key %q: a model group has base-url, model, api-key, context-window and max-tokens", s.field)
 		}
 		if !groupName.MatchString(s.group) {
 			return fmt.Errorf("model group %q: a name is lower-case letters, digits and _ (its variables are NEKRO_LLM_<NAME>_*)", s.group)
@@ -383,7 +387,10 @@ func (g *globals) setting(key, env string) (value, from string) {
 // serve), then NEKRO_LLM_*, then the config file.
 func (g *globals) models() (llm.Config, map[string]llm.Config) {
 	key, _ := g.setting("llm-api-key", llm.EnvAPIKey)
-	chat := llm.Config{BaseURL: g.llmBaseURL, Model: g.llmModel, APIKey: key}
+	window, _ := g.setting("llm-context-window", fileOnly["llm-context-window"])
+	maxTokens, _ := g.setting("llm-max-tokens", fileOnly["llm-max-tokens"])
+	chat := llm.Config{BaseURL: g.llmBaseURL, Model: g.llmModel, APIKey: key,
+		ContextWindow: llm.TokensVar(window), MaxTokens: llm.TokensVar(maxTokens)}
 	vars := map[string]string{}
 	if g.file != nil {
 		for _, s := range g.file.settings {

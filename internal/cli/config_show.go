@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -111,6 +112,11 @@ func (g *globals) showConfig(out io.Writer, cmd *cobra.Command) error {
 	} else {
 		rows = append(rows, row{"llm-api-key", `""`, from})
 	}
+	for _, key := range []string{"llm-context-window", "llm-max-tokens"} {
+		if v, from := g.setting(key, fileOnly[key]); from != "default" {
+			rows = append(rows, row{key, yamlScalar(v), from})
+		}
+	}
 	width := 0
 	for _, r := range rows {
 		width = max(width, len(r.key)+len(r.value))
@@ -139,8 +145,12 @@ func (g *globals) showGroups(out io.Writer) {
 	for _, n := range names {
 		c := groups[n]
 		fmt.Fprintf(out, "    %s:\n", n)
-		for _, field := range []string{"model", "base-url", "api-key"} {
-			value := map[string]string{"model": c.Model, "base-url": c.BaseURL, "api-key": c.APIKey}[field]
+		for _, field := range []string{"model", "base-url", "api-key", "context-window", "max-tokens"} {
+			value := map[string]string{"model": c.Model, "base-url": c.BaseURL, "api-key": c.APIKey,
+				"context-window": tokensValue(c.ContextWindow), "max-tokens": tokensValue(c.MaxTokens)}[field]
+			if (field == "context-window" || field == "max-tokens") && value == "" {
+				continue // unset: the group's defaults
+			}
 			from := "default"
 			if env := groupEnvName(n, field); os.Getenv(env) != "" {
 				from = "env " + env
@@ -155,6 +165,18 @@ func (g *globals) showGroups(out io.Writer) {
 			fmt.Fprintf(out, "      %s: %s  # %s\n", field, yamlScalar(value), from)
 		}
 	}
+}
+
+// tokensValue shows a count of tokens as set: "" for unset, "invalid"
+// for a value that is no whole number (llm.TokensVar).
+func tokensValue(n int) string {
+	switch {
+	case n == 0:
+		return ""
+	case n < 0:
+		return "invalid"
+	}
+	return strconv.Itoa(n)
 }
 
 // yamlScalar is v as a YAML value the config file reads back as v:

@@ -259,7 +259,7 @@ func TestConfigFileRefusals(t *testing.T) {
 		{"sandbox: lxc\n", `:1: sandbox: lxc: must be bwrap or docker`},
 		{"shared-quota: lots\n", `:1: shared-quota`},
 		{"listen: [a, b]\n", `:1: listen: takes one value, not a list`},
-		{"llm:\n  groups:\n    vision:\n      modle: x\n", `:4: unknown key "modle": a model group has base-url, model and api-key`},
+		{"llm:\n  groups:\n    vision:\n      modle: x\n", `:4: unknown key "modle": a model group has base-url, model, api-key, context-window and max-tokens`},
 		{"listen: a:1\nlisten: b:2\n", `:2: listen is set twice (also on line 1)`},
 		{"- listen\n", `:1: want a mapping of settings`},
 	}

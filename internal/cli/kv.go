@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -86,6 +88,11 @@ func (f *kvFlags) known(cmd *cobra.Command, g *globals, a *app.App) error {
 // openStore opens the store with the operator's limits (--kv-max-value,
 // --kv-quota), as the server does; closing the App closes it.
 func (f *kvFlags) openStore(cmd *cobra.Command, g *globals) (*app.App, error) {
+	return f.openWith(cmd, g, app.OpenStore)
+}
+
+// openWith checks the database is there, then opens it with open.
+func (f *kvFlags) openWith(cmd *cobra.Command, g *globals, open func(context.Context, app.Config) (*app.App, error)) (*app.App, error) {
 	cfg := g.config()
 	if cfg.DatabaseURL == "" {
 		layout, err := files.NewLayout(cfg.DataDir)
@@ -96,7 +103,7 @@ func (f *kvFlags) openStore(cmd *cobra.Command, g *globals) (*app.App, error) {
 			return nil, fmt.Errorf("no database at %s (wrong --data?)", layout.Database())
 		}
 	}
-	return app.OpenStore(cmd.Context(), cfg)
+	return open(cmd.Context(), cfg)
 }
 
 func newKVCmd(g *globals) *cobra.Command {
@@ -232,19 +239,24 @@ any other key is refused with the list of known ones.`,
 
 	cmd.AddCommand(&cobra.Command{
 		Use:   "erase-user USER",
-		Short: "Delete a user's values in every plugin (their own and their chat+user scopes)",
+		Short: "Delete a user's values in every plugin (their own and their chat+user scopes) and their memories",
 		Long: `Delete everything plugins keep for a user: the user's own scope and the
 user's scope in every chat, in every plugin's namespace, also plugins no
 longer compiled in. Chat-scoped and plugin-wide values stay. It prints how
-many values it deleted per plugin.`,
+many values it deleted per plugin.
+
+It also erases the long-term memories about the user, in every chat, with
+their vectors, and prints how many ("memories", last).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := f.openStore(cmd, g)
+			st, err := f.openWith(cmd, g, app.OpenMemories)
 			if err != nil {
 				return err
 			}
 			defer st.Close(cmd.Context())
+			forgotten, merr := st.Memories.EraseUser(cmd.Context(), args[0])
 			erased, err := st.Store.EraseUser(cmd.Context(), args[0])
+			err = errors.Join(err, merr)
 			keys := make([]string, 0, len(erased))
 			for k := range erased {
 				keys = append(keys, k)
@@ -253,10 +265,13 @@ many values it deleted per plugin.`,
 			for _, k := range keys {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%d\n", k, erased[k])
 			}
+			if forgotten > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "memories\t%d\n", forgotten)
+			}
 			if err != nil {
 				return err
 			}
-			if len(erased) == 0 {
+			if len(erased) == 0 && forgotten == 0 {
 				fmt.Fprintf(cmd.OutOrStdout(), "no values of user %s\n", args[0])
 			}
 			return nil

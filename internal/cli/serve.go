@@ -16,6 +16,7 @@ import (
 	"github.com/nekro-go/nekro/internal/agent"
 	"github.com/nekro-go/nekro/internal/app"
 	"github.com/nekro-go/nekro/internal/llm"
+	"github.com/nekro-go/nekro/internal/memory"
 	"github.com/nekro-go/nekro/internal/server"
 )
 
@@ -34,6 +35,7 @@ func newServeCmd(g *globals) *cobra.Command {
 		uploadMaxMessage *byteSize
 	)
 	var platforms *adapterhost.Settings // chat platforms' flags (--onebot-*), bound below
+	var memoryOpts *memory.Options      // the long-term memory's flags (memories.go), bound below
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the chat API: messages answered by the model through sandboxed code",
@@ -71,6 +73,7 @@ until --shutdown-timeout, then their runs are stopped.`,
 			ac.Host.TimerTurnsPerHour = timerTurns
 			ac.Sandbox.Zygotes = zygotes
 			ac.Agent = agent.Config{MaxIterations: maxIterations, CommandPrefix: commandPrefix, SuperUsers: superUsers}
+			ac.Memory = *memoryOpts
 			adapters, err := platforms.Open()
 			if err != nil {
 				return err
@@ -122,6 +125,7 @@ until --shutdown-timeout, then their runs are stopped.`,
 	cmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", g.envDuration("shutdown-timeout", server.DefaultShutdownTimeout),
 		"how long turns may finish after SIGINT/SIGTERM (env NEKRO_SHUTDOWN_TIMEOUT)")
 	uploadMaxFile, uploadMaxMessage = addUploadFlags(cmd) // chats.go
+	memoryOpts = addMemoryFlags(cmd, g)
 	// Every registered chat platform's settings (--onebot-*).
 	platforms = adapterhost.Bind(cmd.Flags())
 	return cmd

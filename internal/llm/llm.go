@@ -56,6 +56,12 @@ type Config struct {
 	// "presence_penalty", "stop"); they cannot replace "model" or
 	// "messages".
 	Extra map[string]json.RawMessage
+
+	// ContextWindow is how many tokens the model reads in one request,
+	// its answer included (0: DefaultContextWindow). It is not sent: the
+	// agent builds each prompt within it (MaxTokens, when set, is kept
+	// free for the answer).
+	ContextWindow int
 }
 
 // ConfigFromEnv reads NEKRO_LLM_BASE_URL, NEKRO_LLM_API_KEY and
@@ -415,6 +421,20 @@ func (n None) Complete(context.Context, []ChatMessage) (Completion, error) {
 	return Completion{}, n.Reason
 }
 
+// TokensVar reads a count of tokens from a variable (NEKRO_LLM_*_CONTEXT_WINDOW,
+// NEKRO_LLM_*_MAX_TOKENS): "" is 0 (the default), a value that is not a
+// whole number -1, which the model groups' check refuses, naming the group.
+func TokensVar(v string) int {
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
+}
+
 // groupEnv matches NEKRO_LLM_<GROUP>_MODEL, a model group's model.
 var groupEnv = regexp.MustCompile(`^NEKRO_LLM_([A-Z0-9_]+)_MODEL$`)
 
@@ -422,7 +442,8 @@ var groupEnv = regexp.MustCompile(`^NEKRO_LLM_([A-Z0-9_]+)_MODEL$`)
 // turns' model, NEKRO_LLM_*): each NEKRO_LLM_<GROUP>_MODEL names a group,
 // e.g. NEKRO_LLM_VISION_MODEL the group "vision", with its own
 // NEKRO_LLM_<GROUP>_BASE_URL and NEKRO_LLM_<GROUP>_API_KEY, or chat's
-// endpoint (and key, only for that same endpoint) when they are unset.
+// endpoint (and key, only for that same endpoint) when they are unset,
+// and NEKRO_LLM_<GROUP>_CONTEXT_WINDOW and NEKRO_LLM_<GROUP>_MAX_TOKENS.
 func GroupsFromEnv(chat Config) map[string]Config {
 	vars := map[string]string{}
 	for _, kv := range os.Environ() {
@@ -442,7 +463,8 @@ func GroupsFrom(chat Config, vars map[string]string) map[string]Config {
 			continue
 		}
 		g := m[1]
-		c := Config{BaseURL: vars["NEKRO_LLM_"+g+"_BASE_URL"], APIKey: vars["NEKRO_LLM_"+g+"_API_KEY"], Model: model}
+		c := Config{BaseURL: vars["NEKRO_LLM_"+g+"_BASE_URL"], APIKey: vars["NEKRO_LLM_"+g+"_API_KEY"], Model: model,
+			ContextWindow: TokensVar(vars["NEKRO_LLM_"+g+"_CONTEXT_WINDOW"]), MaxTokens: TokensVar(vars["NEKRO_LLM_"+g+"_MAX_TOKENS"])}
 		if c.BaseURL == "" || c.BaseURL == chat.BaseURL {
 			c.BaseURL = chat.BaseURL
 			if c.APIKey == "" {

@@ -65,7 +65,19 @@ type Group struct {
 	// Fallback names the group tried when this one fails after its
 	// retries; "" for none.
 	Fallback string `json:"fallback,omitempty"`
+	// ContextWindow is how many tokens the model reads in one request,
+	// its answer included (0: llm.DefaultContextWindow). Turns' prompts
+	// are built within it, MaxTokens (or llm.DefaultAnswerReserve) kept
+	// free for the answer; older history is replaced by a summary.
+	ContextWindow int `json:"context_window,omitempty"`
 }
+
+// Window returns g's context window and answer reserve.
+func (g Group) Window() llm.Window { return llm.WindowOf(g.Name, g.ContextWindow, g.MaxTokens) }
+
+// MinPromptTokens is the least room a group's window may leave the
+// prompt: the runtime contract and a few messages.
+const MinPromptTokens = 1024
 
 // Settings are every group and which one answers turns.
 type Settings struct {
@@ -109,7 +121,14 @@ func (s Settings) Check() error {
 			return fmt.Errorf("model group %s: top_p %v is not between 0 and 1", g.Name, *g.TopP)
 		}
 		if g.MaxTokens < 0 {
-			return fmt.Errorf("model group %s: max_tokens %d is negative", g.Name, g.MaxTokens)
+			return fmt.Errorf("model group %s: max_tokens %d is not a whole number of tokens", g.Name, g.MaxTokens)
+		}
+		if g.ContextWindow < 0 {
+			return fmt.Errorf("model group %s: context_window %d is not a whole number of tokens", g.Name, g.ContextWindow)
+		}
+		if w := g.Window(); g.ContextWindow > 0 && w.Prompt() < MinPromptTokens {
+			return fmt.Errorf("model group %s: a context window of %d tokens less max_tokens %d leaves %d for the prompt: give it at least %d",
+				g.Name, w.Tokens, w.Reserve, w.Prompt(), MinPromptTokens)
 		}
 		for k := range g.Extra {
 			switch k {
@@ -316,6 +335,7 @@ type routes struct {
 type route struct {
 	model    llm.Model
 	fallback string
+	window   llm.Window
 }
 
 // current returns the routes of the stored settings, read again once
@@ -353,7 +373,7 @@ func (s *Store) current(ctx context.Context) (*routes, error) {
 			s.opts.Log.Warn("model group left out", "group", g.Name, "err", err)
 			continue
 		}
-		rs.groups[g.Name] = &route{model: c, fallback: g.Fallback}
+		rs.groups[g.Name] = &route{model: c, fallback: g.Fallback, window: g.Window()}
 	}
 	s.routes, s.raw = rs, raw
 	return rs, nil
@@ -441,6 +461,40 @@ func (s *Store) Route(ctx context.Context, group string, msgs []llm.ChatMessage)
 	return failed, errors.New("model request failed: " + strings.Join(errs, "; then "))
 }
 
+// Window returns the window a request to group ("" is the default group)
+// must fit: the smallest prompt room among the group and the groups it
+// falls back to, so that a prompt built once fits whichever answers. A
+// group nobody configured has the default window.
+func (s *Store) Window(ctx context.Context, group string) (llm.Window, error) {
+	rs, err := s.current(ctx)
+	if err != nil {
+		return llm.Window{}, err
+	}
+	if group == "" || (group == llm.DefaultGroup && rs.groups[group] == nil) {
+		group = rs.def
+	}
+	var (
+		w     llm.Window
+		found bool
+		tried = map[string]bool{}
+	)
+	for name := group; name != "" && !tried[name]; {
+		r := rs.groups[name]
+		if r == nil {
+			break
+		}
+		tried[name] = true
+		if !found || r.window.Prompt() < w.Prompt() {
+			w, found = r.window, true
+		}
+		name = r.fallback
+	}
+	if !found {
+		return llm.WindowOf(group, 0, 0), nil
+	}
+	return w, nil
+}
+
 // TestPrompt is what Test asks: one token is enough to answer.
 const TestPrompt = "Reply with the single word OK."
 
@@ -504,7 +558,7 @@ func FromConfigs(chat llm.Config, others map[string]llm.Config, log *slog.Logger
 			return
 		}
 		set.Groups = append(set.Groups, Group{Name: name, BaseURL: c.BaseURL, Model: c.Model, APIKey: c.APIKey,
-			Temperature: c.Temperature, TopP: c.TopP, MaxTokens: c.MaxTokens, Extra: c.Extra})
+			Temperature: c.Temperature, TopP: c.TopP, MaxTokens: c.MaxTokens, Extra: c.Extra, ContextWindow: c.ContextWindow})
 	}
 	add(llm.DefaultGroup, chat)
 	for _, name := range slices.Sorted(maps.Keys(others)) {
@@ -515,4 +569,7 @@ func FromConfigs(chat llm.Config, others map[string]llm.Config, log *slog.Logger
 	return set
 }
 
-var _ llm.Router = (*Store)(nil)
+var (
+	_ llm.Router  = (*Store)(nil)
+	_ llm.Windows = (*Store)(nil)
+)

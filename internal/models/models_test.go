@@ -163,3 +163,59 @@ func TestGroupsRouteAndFallBack(t *testing.T) {
 		})
 	}
 }
+
+// A group's window: the default when unset, the environment's seed, the
+// smallest prompt room along the fallbacks, and windows too small for a
+// prompt refused.
+func TestGroupWindows(t *testing.T) {
+	ctx := context.Background()
+	s, err := models.Open(ctx, kvtest.DatabaseOpener(t, "sqlite")(), models.Options{Refresh: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if w, err := s.Window(ctx, ""); err != nil || w.Tokens != llm.DefaultContextWindow || w.Reserve != llm.DefaultAnswerReserve {
+		t.Errorf("no groups: %+v %v", w, err)
+	}
+	vars := map[string]string{"NEKRO_LLM_SMALL_MODEL": "s", "NEKRO_LLM_SMALL_CONTEXT_WINDOW": "8000", "NEKRO_LLM_SMALL_MAX_TOKENS": "1000"}
+	chat := llm.Config{BaseURL: "http://127.0.0.1:1/v1", Model: "m", ContextWindow: 128000}
+	seed := models.FromConfigs(chat, llm.GroupsFrom(chat, vars), nil)
+	if err := s.Seed(ctx, seed); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := s.Window(ctx, ""); err != nil || w != (llm.Window{Group: "chat", Tokens: 128000, Reserve: llm.DefaultAnswerReserve}) {
+		t.Errorf("the seeded chat group: %+v %v", w, err)
+	}
+	if w, err := s.Window(ctx, "small"); err != nil || w != (llm.Window{Group: "small", Tokens: 8000, Reserve: 1000}) {
+		t.Errorf("the seeded small group: %+v %v", w, err)
+	}
+	// chat falls back to small, whose room is smaller: a prompt for chat
+	// is built to fit small.
+	set, err := s.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.Groups[0].Fallback = "small"
+	if err := s.Put(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := s.Window(ctx, ""); err != nil || w.Group != "small" || w.Prompt() != 7000 {
+		t.Errorf("chat falling back to small: %+v %v", w, err)
+	}
+	// A max_tokens over half the default window reserves half of it.
+	if w := (models.Group{Name: "x", MaxTokens: 60000}).Window(); w.Tokens != llm.DefaultContextWindow || w.Reserve != llm.DefaultContextWindow/2 {
+		t.Errorf("a large max_tokens and no window: %+v", w)
+	}
+	set.Groups[1].ContextWindow = 1500
+	if err := s.Put(ctx, set); err == nil || !strings.Contains(err.Error(), "context window of 1500 tokens") {
+		t.Errorf("a window that leaves too little: %v", err)
+	}
+	set.Groups[1].ContextWindow = -1
+	if err := s.Put(ctx, set); err == nil || !strings.Contains(err.Error(), "context_window") {
+		t.Errorf("a negative window: %v", err)
+	}
+	bad := models.FromConfigs(chat, llm.GroupsFrom(chat, map[string]string{"NEKRO_LLM_V_MODEL": "v", "NEKRO_LLM_V_CONTEXT_WINDOW": "lots"}), nil)
+	if err := bad.Check(); err == nil || !strings.Contains(err.Error(), "model group v: context_window") {
+		t.Errorf("a window that is no number: %v", err)
+	}
+}

@@ -137,6 +137,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/knowledge/search", adminOnly(s.searchKnowledge))
 	mux.HandleFunc("GET /api/knowledge/{id}", adminOnly(s.getKnowledge))
 	mux.HandleFunc("DELETE /api/knowledge/{id}", adminOnly(s.deleteKnowledge))
+	mux.HandleFunc("GET /api/chats/{chat}/memories", s.memberOnly(s.listMemories))
+	mux.HandleFunc("DELETE /api/chats/{chat}/memories/{id}", s.memberOnly(s.deleteMemory))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 	})

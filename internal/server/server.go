@@ -28,6 +28,7 @@ import (
 	"github.com/nekro-go/nekro/internal/host"
 	"github.com/nekro-go/nekro/internal/knowledge"
 	"github.com/nekro-go/nekro/internal/kv"
+	"github.com/nekro-go/nekro/internal/memory"
 	"github.com/nekro-go/nekro/internal/metrics"
 	"github.com/nekro-go/nekro/internal/models"
 	"github.com/nekro-go/nekro/internal/presets"
@@ -101,6 +102,11 @@ type Parts struct {
 	Presets *presets.Store
 	// Knowledge is the knowledge base (/api/knowledge); nil: none.
 	Knowledge *knowledge.Store
+	// Memories are the chats' long-term memories
+	// (/api/chats/{chat}/memories); nil: none. MemoryEnabled says whether
+	// they are learned and recalled now.
+	Memories      *memory.Store
+	MemoryEnabled bool
 	// FailedPlugins returns the Python plugins that did not load, by
 	// path, with why (a *pyplugin.LoadError when their import raised);
 	// nil when none.

@@ -290,6 +290,7 @@ async function openChat(key, { fresh = false } = {}) {
   setWorking();
   $("send-fields").disabled = false;
   say("Chat " + key + (history.messages.length ? "" : ": no messages yet"));
+  showMemories(); // memories.js
   follow(gen);
   fillScreen(gen);
 }
@@ -511,6 +512,8 @@ function renderTurn(id) {
   if (t && t.finished_at && t.started_at) parts.push(fmtMS(new Date(t.finished_at) - new Date(t.started_at)));
   if (t && t.model_requests) parts.push(t.model_requests + (t.model_requests === 1 ? " model request" : " model requests"));
   if (t && t.model_group) parts.push("answered by model group " + t.model_group);
+  if (t && t.context && t.context.summary) parts.push("older history summarized (" + t.context.summary_covered + " messages)");
+  if (t && t.context && t.context.omitted) parts.push(t.context.omitted + " older messages left out");
   const failedRuns = runs.filter((r) => r.stop_type === "ERROR" || r.stop_type === "TIMEOUT").length;
   if (failedRuns) parts.push(failedRuns + " failed");
   details.firstChild.textContent = "What the assistant did: " + parts.join(" · ");

@@ -43,7 +43,9 @@ function groupCard(g = {}) {
     field("Key", key), field("clear the key", clear),
     field("Temperature", inp("temperature", g.temperature, { type: "number", step: "0.1", min: 0, max: 2 })),
     field("top_p", inp("top_p", g.top_p, { type: "number", step: "0.05", min: 0, max: 1 })),
-    field("Max tokens", inp("max_tokens", g.max_tokens || "", { type: "number", min: 0 })),
+    field("Max tokens (kept free for the answer)", inp("max_tokens", g.max_tokens || "", { type: "number", min: 0 })),
+    field("Context window (tokens)", inp("context_window", g.context_window || "", { type: "number", min: 0,
+      placeholder: "32768" })),
     field("Falls back to", inp("fallback", g.fallback, { placeholder: "another group's name" })),
     field("Extra request fields (JSON)", extra),
     field("default (answers turns)", isDefault),
@@ -72,6 +74,7 @@ function readGroup(card) {
   if (v("clear_key").checked) g.clear_key = true;
   for (const n of ["temperature", "top_p"]) if (v(n).value !== "") g[n] = Number(v(n).value);
   if (v("max_tokens").value !== "") g.max_tokens = Number(v("max_tokens").value);
+  if (v("context_window").value !== "") g.context_window = Number(v("context_window").value);
   if (v("extra").value.trim()) g.extra = JSON.parse(v("extra").value);
   return g;
 }

@@ -88,6 +88,23 @@ function runRow(r) {
     el("td", { className: "run-preview" }, preview));
 }
 
+// promptContext says how the turn's prompt fit the model's window: its
+// estimated tokens, the window, and what older history was summarized or
+// left out ("" for records without one).
+function promptContext(c) {
+  if (!c || !c.window) return "";
+  let s = "about " + c.tokens + " of the " + (c.window - c.reserve) + " tokens the window of " +
+    (c.group || "the model") + " leaves (" + c.window + ", " + c.reserve + " kept for the answer); " +
+    c.shown + " messages shown";
+  if (c.summary) {
+    s += "; a summary of " + c.summary_covered + " older messages (through #" + c.summary_through + ", about " +
+      c.summary_tokens + " tokens)" + (c.summarized ? ", written by this turn for " + c.summarized + " of them" : ", kept from before");
+  }
+  if (c.omitted) s += "; " + c.omitted + " older messages left out";
+  if (c.note) s += " (" + c.note + ")";
+  return s;
+}
+
 // showRun shows one run's record: where it ran, the model group that
 // answered when the record says, its code, output and calls.
 function showRun(id) {
@@ -101,7 +118,7 @@ function showRun(id) {
     ["run", r.run_id], ["chat", r.chat_key], ["time", r.time ? new Date(r.time).toLocaleString() : ""],
     ["turn", r.turn_id ? r.turn_id + ", run " + r.iteration : "the playground"],
     ["model group", r.model_group || ""], ["stop", r.stop_type], ["exit code", String(r.exit_code)],
-    ["duration", fmtMS(r.duration_ms || 0)],
+    ["duration", fmtMS(r.duration_ms || 0)], ["prompt", promptContext(r.context)],
   ].filter(([, v]) => v);
   const dl = el("dl", { className: "facts" });
   for (const [k, v] of facts) dl.append(el("dt", {}, k), el("dd", {}, v));
