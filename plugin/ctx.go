@@ -22,6 +22,7 @@ type runEnv interface {
 	Sender() chatSender
 	AskModel(ctx context.Context, group string, parts []ContentPart) (string, error)
 	ChatHistory(ctx context.Context, limit int) ([]string, error)
+	SearchKnowledge(ctx context.Context, query string, topK int) ([]KnowledgePassage, error)
 	// TaskControl is a background task's side of its Ctx; nil elsewhere.
 	TaskControl() taskControl
 }

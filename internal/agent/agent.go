@@ -95,7 +95,10 @@ type Config struct {
 	Memory Memory
 	// Observer, when set, is told how every turn ended (nekro's metrics).
 	Observer TurnObserver
-	Log      *slog.Logger
+	// OnReset, when set, erases what other parts keep of a chat when it
+	// is reset (its knowledge base scope), after the plugins' hooks.
+	OnReset func(ctx context.Context, chatKey string) error
+	Log     *slog.Logger
 }
 
 // Agent runs turns for every chat, its code run by the plugin host.
@@ -422,7 +425,11 @@ func (a *Agent) ResetCount(ctx context.Context, chatKey string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := a.plugins.ResetChat(ctx, chatKey); err != nil {
+	err = a.plugins.ResetChat(ctx, chatKey)
+	if a.cfg.OnReset != nil {
+		err = errors.Join(err, a.cfg.OnReset(ctx, chatKey))
+	}
+	if err != nil {
 		return n, fmt.Errorf("chat %s was reset, but: %w", chatKey, err)
 	}
 	if err := a.forgetChat(ctx, chatKey); err != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/nekro-go/nekro/internal/deliveries"
 	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/host"
+	"github.com/nekro-go/nekro/internal/knowledge"
 	"github.com/nekro-go/nekro/internal/kv"
 	"github.com/nekro-go/nekro/internal/kv/kvopen"
 	"github.com/nekro-go/nekro/internal/mcp"
@@ -136,6 +137,12 @@ type App struct {
 	Python *pyplugin.Set
 	// MCP is the MCP servers of Config.MCPConfig, as plugins.
 	MCP *mcp.Set
+	// Vectors are the embedding vectors (the knowledge base's and the
+	// memories').
+	Vectors *vector.DBStore
+	// Knowledge is the operator's knowledge base: documents, chunks,
+	// hybrid search by scope.
+	Knowledge *knowledge.Store
 	// Memories are the chats' long-term memories (listed, deleted,
 	// erased with a user); Memory learns and recalls them in turns.
 	Memories *memory.Store
@@ -212,6 +219,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	store := a.Store
 	rc.DataDir, rc.StoreFor = cfg.DataDir, func(p *plugin.Plugin) plugin.Store { return store.For(p.Key()) }
+	rc.Knowledge = a.searchKnowledge // a.Knowledge opens with the model groups, below
 	a.Metrics = metrics.New()
 	rc.Observer = a.Metrics
 	if rc.Log == nil {
@@ -292,6 +300,10 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err := a.Models.Seed(ctx, models.FromConfigs(cfg.LLM, cfg.ModelGroups, cfg.Log)); err != nil {
 		return nil, fmt.Errorf("model groups from the environment: %w", err)
 	}
+	if err := a.openKnowledge(ctx); err != nil {
+		return nil, err
+	}
+	ac.OnReset = a.eraseChatKnowledge
 	if set, err := a.Models.Get(ctx); err == nil {
 		for _, g := range set.Groups {
 			if g.Name == set.Default {
@@ -528,11 +540,10 @@ func OpenMemories(ctx context.Context, cfg Config) (*App, error) {
 
 // openMemories opens the vector store and the memories' store on a.DB.
 func (a *App) openMemories(ctx context.Context) error {
-	vs, err := vector.Open(ctx, a.DB)
+	vs, err := a.vectorStore(ctx)
 	if err != nil {
 		return err
 	}
-	a.closers = append(a.closers, func(context.Context) error { return vs.Close() })
 	if a.Memories, err = memory.Open(ctx, a.DB, vs); err != nil {
 		return err
 	}

@@ -52,7 +52,7 @@ func Serve(ctx context.Context, cfg Config, opts server.Options) (_ *Served, err
 		Runtime: a.Runtime, Host: a.Host, Chats: a.Chats, Agent: a.Agent, Users: a.Users, Store: a.Store,
 		Deliveries: a.Deliveries, Metrics: a.Metrics, Adapters: a.Adapters, DB: a.DB,
 		Files: cfg.Runtime.Files, CallTimeout: cfg.Runtime.CallTimeout, Model: a.Model,
-		Models: a.Models, Presets: a.Presets,
+		Models: a.Models, Presets: a.Presets, Knowledge: a.Knowledge,
 		Memories: a.Memories, MemoryEnabled: a.Memory.Enabled(),
 		FailedPlugins: func() map[string]error {
 			if a.Python == nil {

@@ -101,7 +101,7 @@ func (h *Host) startTask(p *plugin.Plugin, chatKey, id string, fn func(ctx *plug
 	ts.prune()
 	env := &pluginhost.RunEnv{RunInfo: plugin.RunInfo{ChatKey: chatKey, ContainerKey: files.ContainerKey(chatKey)},
 		StoreFor: h.storeFor, Chat: screenedSender{ChatSender: taskSender{h: h, chatKey: chatKey}, h: h, chatKey: chatKey},
-		Task: t}
+		Task: t, Knowledge: h.rt.KnowledgeFor(chatKey)}
 	pctx := pluginhost.NewCtx(ctx, p, env)
 	ts.wg.Add(1)
 	go func() {

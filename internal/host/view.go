@@ -99,7 +99,7 @@ func (h *Host) chatView(ctx context.Context, chatKey, userID string, full bool) 
 // chat and user are those given, the store works, FS and sending do not.
 func (h *Host) PluginCtx(ctx context.Context, p *plugin.Plugin, chatKey, userID string) *plugin.Ctx {
 	env := &pluginhost.RunEnv{RunInfo: plugin.RunInfo{ChatKey: chatKey, UserID: userID, ContainerKey: files.ContainerKey(chatKey)},
-		StoreFor: h.storeFor}
+		StoreFor: h.storeFor, Knowledge: h.rt.KnowledgeFor(chatKey)}
 	return pluginhost.NewCtx(ctx, p, env)
 }
 
@@ -115,7 +115,7 @@ func (h *Host) askPlugin(ctx context.Context, p *plugin.Plugin, chatKey, userID 
 	hctx, cancel := context.WithTimeout(ctx, TurnHookTimeout)
 	defer cancel()
 	env := &pluginhost.RunEnv{RunInfo: plugin.RunInfo{ChatKey: chatKey, UserID: userID, ContainerKey: files.ContainerKey(chatKey)},
-		StoreFor: h.storeFor}
+		StoreFor: h.storeFor, Knowledge: h.rt.KnowledgeFor(chatKey)}
 	pctx := pluginhost.NewCtx(hctx, p, env)
 	if collect != nil {
 		names, err := bounded(hctx, func() ([]string, error) { return collect(pctx), nil })

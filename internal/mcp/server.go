@@ -469,6 +469,7 @@ func (s *Server) env(id Identity) (*pluginhost.RunEnv, *chat.RunSender, error) {
 		return nil, nil, err
 	}
 	env.FS = fsys
+	env.Knowledge = s.cfg.Host.Runtime().KnowledgeFor(id.ChatKey)
 	var snd *chat.RunSender
 	if s.cfg.Chats != nil {
 		snd = s.cfg.Chats.Sender(id.ChatKey, 0)

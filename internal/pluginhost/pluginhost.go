@@ -59,6 +59,9 @@ type RunEnv struct {
 	History func(ctx context.Context, limit int) ([]string, error)
 	// Task is set for a background task's Ctx (Progress, WaitNotify).
 	Task TaskControl
+	// Knowledge answers Ctx.SearchKnowledge for this run's chat (its own
+	// documents and the global ones); nil leaves the run without it.
+	Knowledge func(ctx context.Context, query string, topK int) ([]plugin.KnowledgePassage, error)
 }
 
 // TaskControl is a background task's side of its Ctx: progress reports
@@ -77,6 +80,15 @@ func (e *RunEnv) ChatHistory(ctx context.Context, limit int) ([]string, error) {
 		return nil, plugin.ErrNoService
 	}
 	return e.History(ctx, limit)
+}
+
+// SearchKnowledge searches the knowledge base as the run's chat, if the
+// run has it.
+func (e *RunEnv) SearchKnowledge(ctx context.Context, query string, topK int) ([]plugin.KnowledgePassage, error) {
+	if e.Knowledge == nil {
+		return nil, plugin.ErrNoService
+	}
+	return e.Knowledge(ctx, query, topK)
 }
 
 // AskModel asks the run's model access, if any.

@@ -268,6 +268,7 @@ func (rt *Runtime) release(ctx context.Context, pr *preparedRun, req ExecRequest
 	env.Chat = req.Chat
 	env.Model = req.Model
 	env.History = req.History
+	env.Knowledge = rt.KnowledgeFor(req.ChatKey)
 	fsys, err := files.NewFS(rt.layout, env.RunInfo, rt.cfg.Files)
 	if err != nil {
 		return err
@@ -279,6 +280,19 @@ func (rt *Runtime) release(ctx context.Context, pr *preparedRun, req ExecRequest
 		return fmt.Errorf("run %s: %w", pr.id, err)
 	}
 	return nil
+}
+
+// KnowledgeFor returns the knowledge base search (Config.Knowledge) bound
+// to one chat, for a RunEnv of that chat (a run's, a hook's, a task's, an
+// MCP call's); nil when there is none.
+func (rt *Runtime) KnowledgeFor(chatKey string) func(ctx context.Context, query string, topK int) ([]plugin.KnowledgePassage, error) {
+	if rt == nil || rt.cfg.Knowledge == nil {
+		return nil
+	}
+	search := rt.cfg.Knowledge
+	return func(ctx context.Context, query string, topK int) ([]plugin.KnowledgePassage, error) {
+		return search(ctx, chatKey, query, topK)
+	}
 }
 
 // runMethods limits a run to the methods it was given at start, and,

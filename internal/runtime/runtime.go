@@ -87,7 +87,11 @@ type Config struct {
 	// run's chat and user reach it through the scopes of plugin.Ctx);
 	// nil leaves runs without a store.
 	StoreFor func(*plugin.Plugin) plugin.Store
-	Log      *slog.Logger
+	// Knowledge searches the knowledge base as a chat (its documents and
+	// the global ones) for a run's Ctx.SearchKnowledge; the run's chat key
+	// is the host's, never the code's. Nil leaves runs without it.
+	Knowledge func(ctx context.Context, chatKey, query string, topK int) ([]plugin.KnowledgePassage, error)
+	Log       *slog.Logger
 	// Observer, when set, is told how every run ended (nekro's metrics).
 	Observer RunObserver
 	// PythonIndex is where `pip install` in a run installs from, into the

@@ -55,6 +55,12 @@ const (
 //	POST /api/users/{id}/tokens      -> 201 {"user_id","token"}: another token for the user
 //	GET  /api/chats/{chat}/members   the chat's members
 //	PUT|DELETE /api/chats/{chat}/members/{user}  adds or removes a member
+//	POST /api/knowledge              multipart "file" and "scope" (global | chat:<key>) -> 202 the document, imported in
+//	                                 the background (knowledge.go); 413 too large, 415 an unknown format
+//	GET  /api/knowledge?scope=       the documents: scope, name, size, status, chunks, done (progress), error
+//	GET  /api/knowledge/{id}         one document (poll it for an import's progress)
+//	DELETE /api/knowledge/{id}       removes a document, its chunks and vectors
+//	GET  /api/knowledge/search?q=&chat=&top_k=  passages as search_knowledge finds them in chat (or global only)
 //	GET  /healthz                    no token: 200 {"status":"ok"} or 503 {"status":"unavailable","reason"}
 //	GET  /metrics                    Prometheus text format (the operator's token)
 //	POST /api/webhook/{endpoint}     the enabled plugins' webhook handlers (Plugin.MountWebhook)
@@ -76,7 +82,7 @@ const (
 // model but not the plugins in /api/status, finds only its chats' runs in
 // /api/runs, and gets 403 from the
 // operator's calls: exec (the playground), plugins, tasks, stats, users,
-// members. Webhooks and plugin routes take the operator's token only. A
+// members, the knowledge base. Webhooks and plugin routes take the operator's token only. A
 // webhook also accepts instead an HMAC-SHA256 signature of its raw body under a
 // handler's secret (X-Hub-Signature-256: sha256=<hex>), and a plugin
 // route marked public needs neither. The browser UI (/ and /ui/) holds
@@ -126,6 +132,11 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/chats/{chat}/preset", s.memberOnly(s.chatPreset))
 	mux.HandleFunc("PUT /api/chats/{chat}/preset", adminOnly(s.choosePreset))
 	mux.HandleFunc("GET /api/chats/{chat}/prompt", adminOnly(s.chatPrompt))
+	mux.HandleFunc("POST /api/knowledge", adminOnly(s.addKnowledge))
+	mux.HandleFunc("GET /api/knowledge", adminOnly(s.listKnowledge))
+	mux.HandleFunc("GET /api/knowledge/search", adminOnly(s.searchKnowledge))
+	mux.HandleFunc("GET /api/knowledge/{id}", adminOnly(s.getKnowledge))
+	mux.HandleFunc("DELETE /api/knowledge/{id}", adminOnly(s.deleteKnowledge))
 	mux.HandleFunc("GET /api/chats/{chat}/memories", s.memberOnly(s.listMemories))
 	mux.HandleFunc("DELETE /api/chats/{chat}/memories/{id}", s.memberOnly(s.deleteMemory))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {

@@ -26,6 +26,7 @@ import (
 	"github.com/nekro-go/nekro/internal/deliveries"
 	"github.com/nekro-go/nekro/internal/files"
 	"github.com/nekro-go/nekro/internal/host"
+	"github.com/nekro-go/nekro/internal/knowledge"
 	"github.com/nekro-go/nekro/internal/kv"
 	"github.com/nekro-go/nekro/internal/memory"
 	"github.com/nekro-go/nekro/internal/metrics"
@@ -99,6 +100,8 @@ type Parts struct {
 	// Presets are the personas and the chats' choices (/api/presets);
 	// nil: none.
 	Presets *presets.Store
+	// Knowledge is the knowledge base (/api/knowledge); nil: none.
+	Knowledge *knowledge.Store
 	// Memories are the chats' long-term memories
 	// (/api/chats/{chat}/memories); nil: none. MemoryEnabled says whether
 	// they are learned and recalled now.

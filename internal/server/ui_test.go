@@ -626,7 +626,7 @@ send_msg_text(_ck, "the answer is **42**")`)
 	if got := logLine(t, log, "title"); got != "nekro" {
 		t.Errorf("the page's title is %q: a reply's markup ran", got)
 	}
-	if n := strings.Count(dom, "<script"); n != 6 { // render.js, app.js, runlog.js, models.js, memories.js, the driver
+	if n := strings.Count(dom, "<script"); n != 7 { // render.js, app.js, runlog.js, models.js, memories.js, knowledge.js, the driver
 		t.Errorf("%d script elements in the page", n)
 	}
 	if strings.Contains(dom, `<img src="x"`) {

@@ -7,6 +7,7 @@ import (
 	_ "github.com/nekro-go/nekro/plugins/dice"
 	_ "github.com/nekro-go/nekro/plugins/github"
 	_ "github.com/nekro-go/nekro/plugins/history_travel"
+	_ "github.com/nekro-go/nekro/plugins/knowledge"
 	_ "github.com/nekro-go/nekro/plugins/note"
 	_ "github.com/nekro-go/nekro/plugins/status"
 	_ "github.com/nekro-go/nekro/plugins/timer"
