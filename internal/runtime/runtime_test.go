@@ -342,8 +342,14 @@ while True: pass
 	if err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(start); took > 3*time.Second {
-		t.Errorf("timeout run took %s, want under 3s", took)
+	// The 2 s timeout counts from the code's release; a cold sandbox's
+	// start before it depends on the machine's load, so only a hang is
+	// judged by the wall clock.
+	if res.Duration > 3*time.Second {
+		t.Errorf("timeout run lasted %s after its code started, want under 3s", res.Duration)
+	}
+	if took := time.Since(start); took > 60*time.Second {
+		t.Errorf("timeout run took %s of wall time", took)
 	}
 	if res.StopType != sandbox.Timeout || !strings.Contains(res.Output, "started") {
 		t.Errorf("stop %v, want TIMEOUT after the child started; output:\n%s", res.StopType, res.Output)
