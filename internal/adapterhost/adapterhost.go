@@ -5,9 +5,13 @@
 // private addresses allowed) into the chat's uploads, and the message is
 // posted to the agent, quiet when the adapter says it asks for no answer.
 // Outgoing: every assistant message of a platform's chats (a chat key
-// starting "<platform>-") is queued and handed to the adapter's Send by a
-// worker of its own, retried a bounded number of times with backoff and
-// then logged, so delivery never holds up a turn.
+// starting "<platform>-") waits in the database's outbox (package chat),
+// whichever replica wrote it; a worker per adapter claims its platform's
+// deliveries while the adapter holds a connection, hands each to the
+// adapter's Send, and retries a bounded number of times with backoff
+// before it logs the message as not delivered. Delivery never holds up a
+// turn, and a replica that dies mid-send leaves its deliveries to the
+// next holder of the platform once their leases run out.
 package adapterhost
 
 import (
@@ -34,10 +38,22 @@ import (
 
 // Delivery tuning.
 const (
-	queueSize    = 1024
-	sendAttempts = 3
+	// sendAttempts bounds the claims of one delivery: Send failures and
+	// senders that died mid-send alike.
+	sendAttempts = 5
 	sendTimeout  = 2 * time.Minute
 	maxFileBytes = chat.MaxAttachmentBytes
+	// claimBatch is how many deliveries (one per chat) a worker claims at
+	// a time.
+	claimBatch = 16
+	// pollEvery is how often an idle worker looks at the outbox, for
+	// retries that came due, deliveries whose sender died, and
+	// announcements it missed.
+	pollEvery = time.Second
+	// MaxDeliveryAge is how long an answer waits for a replica holding
+	// its platform's connection: older ones are dropped, not sent late.
+	MaxDeliveryAge = 15 * time.Minute
+	expireEvery    = time.Minute
 )
 
 // Settings are the registered platforms' flags, bound to a command.
@@ -92,12 +108,15 @@ type entry struct {
 	a        adapter.Adapter
 	platform string
 	dl       *files.Downloader
-	queue    chan chat.Message
+	wake     chan struct{} // a delivery of the platform may wait: claim
 	closing  chan struct{}
+	failing  bool // the outbox could not be read: logged once until it can
 }
 
 // Start runs adapters: each one's Run in a goroutine, and a delivery
-// worker for each. Call Close to stop them.
+// worker for each, sending its platform's deliveries from chats' outbox
+// (chats must record them: chat.Service.SetOutbox). Call Close to stop
+// them.
 func Start(adapters []adapter.Adapter, ag *agent.Agent, chats *chat.Service, layout files.Layout, allowPrivate bool, log *slog.Logger) *Set {
 	if log == nil {
 		log = slog.Default()
@@ -106,7 +125,7 @@ func Start(adapters []adapter.Adapter, ag *agent.Agent, chats *chat.Service, lay
 	s := &Set{agent: ag, chats: chats, layout: layout, log: log, cancel: cancel}
 	for _, a := range adapters {
 		info := a.Info()
-		e := &entry{s: s, a: a, platform: info.Platform, queue: make(chan chat.Message, queueSize), closing: make(chan struct{}),
+		e := &entry{s: s, a: a, platform: info.Platform, wake: make(chan struct{}, 1), closing: make(chan struct{}),
 			dl: files.NewDownloader(files.Options{AllowPrivateNetworks: allowPrivate, AllowHosts: info.FileHosts})}
 		s.entries = append(s.entries, e)
 		s.runs.Add(1)
@@ -121,78 +140,195 @@ func Start(adapters []adapter.Adapter, ag *agent.Agent, chats *chat.Service, lay
 		log.Info("chat platform adapter started", "platform", info.Platform, "settings", info.Settings)
 	}
 	if len(s.entries) > 0 {
-		chats.OnEvent(s.route)
+		chats.OnDelivery(s.route)
+		s.runs.Add(1)
+		go func() { defer s.runs.Done(); s.expire(ctx) }()
 	}
 	return s
 }
 
-// route queues an assistant message for its platform's adapter. It runs
-// where the message was stored: it never blocks.
-func (s *Set) route(e chat.Event) {
-	if e.Type != chat.EventMessage || e.Message == nil || e.Message.Role != chat.Assistant {
-		return
-	}
-	platform, _, ok := adapter.SplitChatKey(e.Message.ChatKey)
-	if !ok {
-		return
-	}
+// route wakes the delivery worker of platform. It runs where a delivery
+// was recorded or announced: it never blocks.
+func (s *Set) route(platform string) {
 	for _, en := range s.entries {
-		if en.platform != platform {
-			continue
-		}
-		select {
-		case en.queue <- *e.Message:
-		default:
-			s.log.Error("chat platform delivery queue full; a message was not delivered", "platform", platform, "chat", e.Message.ChatKey)
-		}
-	}
-}
-
-// deliver sends queued messages until the Set closes and the queue is
-// empty.
-func (e *entry) deliver(ctx context.Context) {
-	for {
-		select {
-		case m := <-e.queue:
-			e.send(ctx, m)
-		case <-e.closing:
-			for {
-				select {
-				case m := <-e.queue:
-					e.send(ctx, m)
-				default:
-					return
-				}
+		if en.platform == platform {
+			select {
+			case en.wake <- struct{}{}:
+			default: // already woken
 			}
 		}
 	}
 }
 
-func (e *entry) send(ctx context.Context, m chat.Message) {
+// expire drops, every so often, the deliveries that waited too long for
+// a replica holding their platform.
+func (s *Set) expire(ctx context.Context) {
+	t := time.NewTicker(expireEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n, err := s.chats.ExpireDeliveries(ctx, MaxDeliveryAge); err != nil {
+			s.log.Debug("expire chat platform deliveries", "err", err)
+		} else if n > 0 {
+			s.log.Error("chat platform messages were not delivered: no replica held their platform's connection in time",
+				"messages", n, "waited", MaxDeliveryAge)
+		}
+	}
+}
+
+// deliver sends the platform's deliveries as they come, until the Set
+// closes and none is left that this replica can send.
+func (e *entry) deliver(ctx context.Context) {
+	t := time.NewTicker(pollEvery)
+	defer t.Stop()
+	e.flush(ctx, false)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.closing:
+			e.flush(ctx, false)
+			return
+		case <-e.wake:
+			e.flush(ctx, false)
+		case <-t.C:
+			e.flush(ctx, true)
+		}
+	}
+}
+
+// holds reports whether the adapter can send now: one of its connections
+// is up (or it keeps none, sending by request).
+func (e *entry) holds() bool {
+	st := e.a.Status()
+	if len(st) == 0 {
+		return true
+	}
+	for _, c := range st {
+		if c.Connected {
+			return true
+		}
+	}
+	return false
+}
+
+// flush claims and sends the platform's deliveries until none is left to
+// claim; idle, it first looks without writing.
+func (e *entry) flush(ctx context.Context, idle bool) {
+	for ctx.Err() == nil && e.holds() {
+		if idle {
+			ok, err := e.s.chats.DeliveriesWaiting(ctx, e.platform)
+			if !e.outboxOK(err) || !ok {
+				return
+			}
+			idle = false
+		}
+		ds, err := e.s.chats.ClaimDeliveries(ctx, e.platform, claimBatch)
+		if !e.outboxOK(err) || len(ds) == 0 {
+			return
+		}
+		for _, d := range ds {
+			e.send(ctx, d)
+		}
+	}
+}
+
+// outboxOK logs an outbox failure once until it is over.
+func (e *entry) outboxOK(err error) bool {
+	if err != nil {
+		if !e.failing {
+			e.s.log.Warn("the chat platform outbox cannot be read; retrying", "platform", e.platform, "err", err)
+		}
+		e.failing = true
+		return false
+	}
+	if e.failing {
+		e.s.log.Info("the chat platform outbox can be read again", "platform", e.platform)
+		e.failing = false
+	}
+	return true
+}
+
+// send hands one claimed delivery to the adapter, renewing its lease
+// meanwhile, and records how it went.
+func (e *entry) send(ctx context.Context, d chat.Delivery) {
+	m := d.Message
+	log := e.s.log.With("platform", e.platform, "chat", m.ChatKey, "message", m.ID)
+	if d.Attempts > sendAttempts { // its senders kept dying mid-send
+		log.Error("message not delivered to the chat platform", "attempts", d.Attempts-1, "err", "every sender stopped mid-send")
+		e.s.chats.DropDelivery(ctx, m.ID)
+		return
+	}
 	out := adapter.Outgoing{ChatKey: m.ChatKey, Text: m.Text}
+	if len(m.Attachments) > 0 {
+		// Written on another replica: copied here first.
+		if _, err := e.s.chats.SyncUploads(ctx, m.ChatKey); err != nil {
+			log.Warn("the message's files could not be copied from the database", "err", err)
+		}
+	}
 	for _, att := range m.Attachments {
 		out.Files = append(out.Files, adapter.OutFile{Name: att.Name, Kind: att.Kind, MIME: att.MIME, Size: att.Size,
 			Open: func() (io.ReadCloser, error) { return e.s.openUpload(m.ChatKey, att.Name) }})
 	}
-	backoff := time.Second
-	for attempt := 1; ; attempt++ {
-		sctx, cancel := context.WithTimeout(ctx, sendTimeout)
-		err := e.a.Send(sctx, out)
-		cancel()
+	sctx, cancel := context.WithTimeout(ctx, sendTimeout)
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		t := time.NewTicker(e.s.chats.LeaseTTL() / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-t.C:
+			}
+			if ok, err := e.s.chats.RenewDelivery(sctx, m.ID); err == nil && !ok {
+				log.Warn("a delivery's lease ran out while it was being sent; it may be sent twice")
+				return
+			}
+		}
+	}()
+	err := e.a.Send(sctx, out)
+	cancel()
+	<-renewed
+	if err == nil {
+		e.settle(ctx, log, func(ctx context.Context) error { return e.s.chats.Delivered(ctx, m.ID) })
+		return
+	}
+	if ctx.Err() != nil { // stopping: handed back for the next holder, at once
+		e.settle(ctx, log, func(ctx context.Context) error { return e.s.chats.RetryDelivery(ctx, m.ID, 0, err.Error()) })
+		return
+	}
+	if d.Attempts >= sendAttempts {
+		log.Error("message not delivered to the chat platform", "attempts", d.Attempts, "err", err)
+		e.s.chats.DropDelivery(ctx, m.ID)
+		return
+	}
+	backoff := time.Second << (d.Attempts - 1)
+	log.Warn("delivery to the chat platform failed; retrying", "in", backoff, "err", err)
+	e.settle(ctx, log, func(ctx context.Context) error { return e.s.chats.RetryDelivery(ctx, m.ID, backoff, err.Error()) })
+}
+
+// settle records a delivery's outcome, retrying a while when the
+// database fails: a sent message whose row stays would be sent again
+// once its lease runs out.
+func (e *entry) settle(ctx context.Context, log *slog.Logger, f func(context.Context) error) {
+	wait := 100 * time.Millisecond
+	for deadline := time.Now().Add(e.s.chats.LeaseTTL()); ; {
+		err := f(context.WithoutCancel(ctx))
 		if err == nil {
 			return
 		}
-		if attempt == sendAttempts || ctx.Err() != nil {
-			e.s.log.Error("message not delivered to the chat platform", "platform", e.platform, "chat", m.ChatKey,
-				"message", m.ID, "attempts", attempt, "err", err)
+		if errors.Is(err, chat.ErrDeliveryLost) || time.Now().After(deadline) {
+			log.Warn("a delivery's outcome was not recorded; it may be sent twice", "err", err)
 			return
 		}
-		e.s.log.Warn("delivery to the chat platform failed; retrying", "platform", e.platform, "chat", m.ChatKey, "in", backoff, "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		backoff *= 2
+		time.Sleep(wait)
+		wait = min(wait*2, 2*time.Second)
 	}
 }
 
@@ -305,8 +441,9 @@ func (s *Set) Status() []adapter.Status {
 	return out
 }
 
-// Close lets the queued messages go out until ctx ends, then stops the
-// adapters.
+// Close lets the deliveries this replica can send go out until ctx
+// ends, then stops the adapters. Deliveries left in the outbox are sent
+// by the next replica to hold their platform.
 func (s *Set) Close(ctx context.Context) error {
 	if s == nil {
 		return nil
@@ -320,7 +457,7 @@ func (s *Set) Close(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		err = fmt.Errorf("chat platform messages still queued at the deadline were not delivered: %w", ctx.Err())
+		err = fmt.Errorf("chat platform messages still being sent at the deadline are left to the next start: %w", ctx.Err())
 	}
 	s.cancel()
 	s.runs.Wait()

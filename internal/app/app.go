@@ -189,6 +189,12 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	a.closers = append(a.closers, func(context.Context) error { return a.Chats.Close() })
+	// Answers in platform chats wait in the outbox for the replica that
+	// holds the platform: this process's adapters, or, on PostgreSQL,
+	// another replica's.
+	if len(cfg.Adapters) > 0 || a.DB.Postgres != nil {
+		a.Chats.SetOutbox(adapter.Owner)
+	}
 	if a.Users, err = users.Open(ctx, a.DB); err != nil {
 		return nil, err
 	}

@@ -177,6 +177,9 @@ func (s *Service) EndTurn(ctx context.Context, t *Turn, end TurnEnd) (released i
 	t.FinishedAt = finished
 	for _, m := range note {
 		s.publish(Event{Type: EventMessage, ChatKey: m.ChatKey, Message: m})
+		if platform, ok := s.outboxPlatform(m); ok {
+			s.wakeSenders(platform)
+		}
 	}
 	cp := *t
 	s.publish(Event{Type: EventTurn, ChatKey: t.ChatKey, Turn: &cp})
@@ -249,6 +252,11 @@ func (s *Service) settle(ctx context.Context, tx *sql.Tx, id int64, chatKey stri
 			VALUES ($1, $2, $3, $4, $5, '[]', $6, $7) RETURNING id`,
 			m.ChatKey, string(m.Role), m.SenderID, m.SenderName, m.Text, id, micros(m.Time)).Scan(&m.ID); err != nil {
 			return nil, 0, err
+		}
+		if platform, ok := s.outboxPlatform(m); ok {
+			if err := s.queueDelivery(ctx, tx, m, platform); err != nil {
+				return nil, 0, err
+			}
 		}
 	}
 	return notes, released, nil
@@ -391,6 +399,9 @@ func (s *Service) recover(ctx context.Context, id int64, notice string) (Recover
 	}
 	for _, m := range note {
 		s.publish(Event{Type: EventMessage, ChatKey: m.ChatKey, Message: m})
+		if platform, ok := s.outboxPlatform(m); ok {
+			s.wakeSenders(platform)
+		}
 	}
 	cp := t
 	s.publish(Event{Type: EventTurn, ChatKey: t.ChatKey, Turn: &cp})

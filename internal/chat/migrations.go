@@ -116,6 +116,23 @@ CREATE TABLE chat_summaries (
 ALTER TABLE chat_turns ADD COLUMN prompt_context TEXT NOT NULL DEFAULT '';
 ALTER TABLE chat_runs ADD COLUMN prompt_context TEXT NOT NULL DEFAULT '';
 `,
+}, {
+	Version: 8, Name: "the outbox: assistant messages of platform chats until the replica holding the platform sends them",
+	SQL: `
+CREATE TABLE chat_outbox (
+	message_id  INTEGER PRIMARY KEY,
+	chat_key    TEXT    NOT NULL,
+	platform    TEXT    NOT NULL,
+	attempts    INTEGER NOT NULL,
+	next_at     INTEGER NOT NULL,
+	owner       TEXT    NOT NULL,
+	lease_until INTEGER NOT NULL,
+	created_at  INTEGER NOT NULL,
+	last_error  TEXT    NOT NULL
+) STRICT;
+CREATE INDEX chat_outbox_by_platform ON chat_outbox (platform, message_id);
+CREATE INDEX chat_outbox_by_chat ON chat_outbox (chat_key, message_id);
+`,
 }}
 
 var postgresMigrations = []db.Migration{{
@@ -225,5 +242,22 @@ CREATE TABLE chat_summaries (
 );
 ALTER TABLE chat_turns ADD COLUMN prompt_context text NOT NULL DEFAULT '';
 ALTER TABLE chat_runs ADD COLUMN prompt_context text NOT NULL DEFAULT '';
+`,
+}, {
+	Version: 8, Name: "the outbox: assistant messages of platform chats until the replica holding the platform sends them",
+	SQL: `
+CREATE TABLE chat_outbox (
+	message_id  bigint  PRIMARY KEY,
+	chat_key    text    NOT NULL,
+	platform    text    NOT NULL,
+	attempts    bigint  NOT NULL,
+	next_at     bigint  NOT NULL,
+	owner       text    NOT NULL,
+	lease_until bigint  NOT NULL,
+	created_at  bigint  NOT NULL,
+	last_error  text    NOT NULL
+);
+CREATE INDEX chat_outbox_by_platform ON chat_outbox (platform, message_id);
+CREATE INDEX chat_outbox_by_chat ON chat_outbox (chat_key, message_id);
 `,
 }}

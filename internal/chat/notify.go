@@ -125,7 +125,17 @@ func (s *Service) listenOnce(ctx context.Context, pool *pgxpool.Pool, listening 
 			return err
 		}
 		var n notice
-		if json.Unmarshal([]byte(nt.Payload), &n) != nil || n.Replica == s.replica || !s.hub.watched(n.ChatKey) {
+		if json.Unmarshal([]byte(nt.Payload), &n) != nil || n.Replica == s.replica {
+			continue
+		}
+		if n.Type == EventMessage && s.outboxOf != nil {
+			// Maybe an answer another replica queued for a platform this
+			// one holds: its sender looks.
+			if platform, ok := s.outboxOf(n.ChatKey); ok {
+				s.wakeSenders(platform)
+			}
+		}
+		if !s.hub.watched(n.ChatKey) {
 			continue
 		}
 		if e, ok := s.readBack(ctx, n); ok {

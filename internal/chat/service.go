@@ -54,6 +54,11 @@ type Service struct {
 
 	wakeMu sync.Mutex
 	wake   func(chatKey string) // called after a waking system message is stored
+
+	// The outbox (outbox.go): which chats' assistant messages wait for a
+	// platform's sender, and the hooks told when one is recorded.
+	outboxOf    func(chatKey string) (platform string, ok bool)
+	outboxHooks []func(platform string)
 }
 
 // OnWake sets what is called after a run stores a system message that
@@ -168,14 +173,36 @@ func (s *Service) AddMessage(ctx context.Context, m Message) (Message, error) {
 	if m.Wake && m.TurnID != 0 {
 		return Message{}, fmt.Errorf("a waking message belongs to no turn yet")
 	}
-	err = s.w.QueryRowContext(ctx, `INSERT INTO chat_messages
+	const insert = `INSERT INTO chat_messages
 		(chat_key, role, sender_id, sender_name, text, attachments, turn_id, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
-		m.ChatKey, string(m.Role), m.SenderID, m.SenderName, m.Text, string(att), turn, micros(m.Time)).Scan(&m.ID)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`
+	args := []any{m.ChatKey, string(m.Role), m.SenderID, m.SenderName, m.Text, string(att), turn, micros(m.Time)}
+	platform, deliver := s.outboxPlatform(&m)
+	if !deliver {
+		if err := s.w.QueryRowContext(ctx, insert, args...).Scan(&m.ID); err != nil {
+			return Message{}, fmt.Errorf("add message: %w", err)
+		}
+		s.publish(Event{Type: EventMessage, ChatKey: m.ChatKey, Message: &m})
+		return m, nil
+	}
+	// A platform chat's answer: stored and queued for the platform's
+	// sender at once, so it is sent whichever replica holds the platform.
+	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return Message{}, fmt.Errorf("add message: %w", err)
 	}
+	defer tx.Rollback()
+	if err := tx.QueryRowContext(ctx, insert, args...).Scan(&m.ID); err != nil {
+		return Message{}, fmt.Errorf("add message: %w", err)
+	}
+	if err := s.queueDelivery(ctx, tx, &m, platform); err != nil {
+		return Message{}, fmt.Errorf("add message: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Message{}, fmt.Errorf("add message: %w", err)
+	}
 	s.publish(Event{Type: EventMessage, ChatKey: m.ChatKey, Message: &m})
+	s.wakeSenders(platform)
 	return m, nil
 }
 
