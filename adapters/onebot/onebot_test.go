@@ -19,6 +19,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,6 +48,9 @@ type sim struct {
 	actions chan action
 	msgID   int
 	mu      sync.Mutex
+	// holdSends, when set, leaves the send actions unanswered (recorded
+	// all the same): the implementation hangs mid-delivery.
+	holdSends atomic.Bool
 }
 
 func newSim(t *testing.T, ws *websocket.Conn) *sim {
@@ -81,6 +85,10 @@ func (s *sim) loop() {
 			s.actions <- a
 			continue // never answered
 		case "send_group_msg", "send_private_msg", "send_msg":
+			if s.holdSends.Load() {
+				s.actions <- a
+				continue
+			}
 			s.mu.Lock()
 			s.msgID++
 			data = map[string]any{"message_id": s.msgID}
