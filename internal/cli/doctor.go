@@ -77,7 +77,7 @@ print("python ok")`})
 			if err := g.doctorPlatforms(ctx, out); err != nil { // platforms.go
 				return err
 			}
-			return g.doctorModels(ctx, out) // doctor_models.go
+			return g.doctorModels(ctx, out, a.Models) // doctor_models.go
 		},
 	}
 }

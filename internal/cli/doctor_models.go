@@ -9,16 +9,28 @@ import (
 	"time"
 
 	"github.com/nekro-go/nekro/internal/llm"
+	"github.com/nekro-go/nekro/internal/models"
 )
 
 // probeTimeout bounds one model group's test request.
 const probeTimeout = 30 * time.Second
 
-// doctorModels sends each configured model group (chat, then the others
+// doctorModels sends each model group (the default one, then the others
 // by name) a request for one token and prints what it answered, or its
-// error without the key; it fails when a group did not answer. With no
+// error without the key; it fails when a group did not answer. The groups
+// are the database's once the operator edited them (web UI, API: what
+// turns use), else the environment's and the config file's. With no
 // model configured it says so and passes.
-func (g *globals) doctorModels(ctx context.Context, out io.Writer) error {
+func (g *globals) doctorModels(ctx context.Context, out io.Writer, store *models.Store) error {
+	if store != nil {
+		set, err := store.Get(ctx)
+		if err != nil {
+			return fmt.Errorf("model groups: %w", err)
+		}
+		if set.Source == models.SourceAPI {
+			return doctorStoredModels(ctx, out, store, set)
+		}
+	}
 	chat, groups := g.models()
 	type group struct {
 		name string
@@ -94,4 +106,42 @@ func probeEmbeddings(ctx context.Context, cfg llm.Config) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("%s at %s embeds in %d dimensions (%d ms)", cfg.Model, redactURL(cfg.BaseURL), dims, took.Milliseconds()), nil
+}
+
+// doctorStoredModels tests the groups stored in the database, with their
+// stored keys, as the web UI's Test button does.
+func doctorStoredModels(ctx context.Context, out io.Writer, store *models.Store, set models.Settings) error {
+	if len(set.Groups) == 0 {
+		fmt.Fprintln(out, "skip models: the database keeps no model group (add one in the web UI's Models page or PUT /api/models)")
+		return nil
+	}
+	groups := slices.Clone(set.Groups)
+	slices.SortStableFunc(groups, func(a, b models.Group) int {
+		switch {
+		case a.Name == set.Default:
+			return -1
+		case b.Name == set.Default:
+			return 1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	var failed []string
+	for _, gr := range groups {
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		start := time.Now()
+		answer, err := store.Test(pctx, gr)
+		took := time.Since(start)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(out, "fail model group %s (database): %v\n", gr.Name, err)
+			failed = append(failed, gr.Name)
+			continue
+		}
+		fmt.Fprintf(out, "ok   model group %s (database): %s at %s answered %q in %d ms\n", gr.Name, gr.Model, redactURL(gr.BaseURL),
+			answer, took.Milliseconds())
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("model groups that did not answer: %s", strings.Join(failed, ", "))
+	}
+	return nil
 }

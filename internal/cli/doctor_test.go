@@ -66,3 +66,51 @@ func TestDoctorTestsTheModelGroups(t *testing.T) {
 		t.Errorf("doctor without a model: %+v", r)
 	}
 }
+
+// Once the operator edited the model groups (web UI, API), they live in
+// the database, with their keys, and doctor tests those: the ones turns
+// use, not the environment's.
+func TestDoctorTestsTheStoredModelGroups(t *testing.T) {
+	const key = "sk-stored-secret-7777"
+	good, err := llmtest.Start(func(r llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "OK"} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer good.Close()
+	refusing, err := llmtest.Start(func(r llmtest.Request) llmtest.Reply {
+		return llmtest.Reply{Status: http.StatusUnauthorized, Text: "Incorrect API key provided: " + key}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer refusing.Close()
+	data := testutil.DataDir(t)
+	srv := testutil.Serve(t, data, "tok")
+	set := map[string]any{"default": "main", "groups": []map[string]any{
+		{"name": "main", "base_url": good.URL, "model": "stored-model", "api_key": key},
+		{"name": "vision", "base_url": refusing.URL, "model": "eyes", "api_key": key},
+	}}
+	if st, body := srv.API("PUT", "/api/models", set); st != http.StatusOK {
+		t.Fatalf("PUT /api/models: %d %s", st, body)
+	}
+	srv.Stop()
+
+	// The environment names another model: the stored groups win.
+	r := run(t, []string{"NEKRO_LLM_BASE_URL=" + refusing.URL, "NEKRO_LLM_MODEL=from-env"}, nil, "doctor", "--data", data)
+	out := r.Stdout + r.Stderr
+	if r.Code == 0 || !strings.Contains(out, "ok   model group main (database): stored-model at "+good.URL+` answered "OK"`) ||
+		!strings.Contains(out, "fail model group vision (database): ") || !strings.Contains(out, "model groups that did not answer: vision") {
+		t.Errorf("doctor with stored groups: %+v", r)
+	}
+	if strings.Contains(out, key) {
+		t.Errorf("doctor shows the stored key:\n%s", out)
+	}
+	if reqs := good.Requests(); len(reqs) != 1 || reqs[0].Auth != "Bearer "+key {
+		t.Errorf("want one request with the stored key, got %+v", reqs)
+	}
+	for _, req := range refusing.Requests() {
+		if req.Model == "from-env" {
+			t.Errorf("the environment's model was tested instead of the stored groups")
+		}
+	}
+}

@@ -524,7 +524,7 @@ func (s *Store) Test(ctx context.Context, g Group) (string, error) {
 		}
 		dims, _, err := e.Probe(ctx)
 		if err != nil {
-			return "", err
+			return "", hideKey(err, g.APIKey)
 		}
 		return fmt.Sprintf("a vector of %d dimensions", dims), nil
 	}
@@ -538,10 +538,27 @@ func (s *Store) Test(ctx context.Context, g Group) (string, error) {
 	}
 	comp, err := c.Complete(ctx, []llm.ChatMessage{llm.TextMessage("user", TestPrompt)})
 	if err != nil {
-		return "", err
+		return "", hideKey(err, g.APIKey)
 	}
 	return comp.Text, nil
 }
+
+// hideKey returns err with key replaced in its text (an endpoint may
+// quote the key it refused); it still matches what it wraps.
+func hideKey(err error, key string) error {
+	if err == nil || len(key) < 4 || !strings.Contains(err.Error(), key) {
+		return err
+	}
+	return &hiddenKeyError{msg: strings.ReplaceAll(err.Error(), key, "(the key)"), err: err}
+}
+
+type hiddenKeyError struct {
+	msg string
+	err error
+}
+
+func (e *hiddenKeyError) Error() string { return e.msg }
+func (e *hiddenKeyError) Unwrap() error { return e.err }
 
 // FromConfigs makes the environment's seed: chat is the default group
 // ("chat"), others by name; incomplete ones are left out with a warning.
