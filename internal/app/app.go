@@ -294,11 +294,18 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	// The model groups live in the database, seeded by the environment
 	// (NEKRO_LLM_*) until the operator edits them; every request reads
 	// the current ones, so edits need no restart.
+	// Their keys are sealed in the database with a key file of the data
+	// directory: a database dump alone shows none.
+	modelKey, err := models.LoadKey(filepath.Join(a.Layout.Root, models.KeyFile))
+	if err != nil {
+		return nil, err
+	}
 	if a.Models, err = models.Open(ctx, a.DB, models.Options{
 		Client: llm.Config{Timeout: cfg.LLM.Timeout, MaxRetries: cfg.LLM.MaxRetries, RetryBase: cfg.LLM.RetryBase,
 			HTTPClient: cfg.LLM.HTTPClient},
 		Wrap: func(m llm.Model) llm.Model { return observedModel{m, a.Metrics} },
 		Log:  cfg.Log,
+		Key:  modelKey,
 	}); err != nil {
 		return nil, err
 	}

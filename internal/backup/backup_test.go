@@ -77,6 +77,14 @@ print("done")`); !strings.Contains(out, `done\n`) {
 		t.Fatalf("config: %d %s", st, body)
 	}
 
+	// A model group edited through the API: its key is sealed in the
+	// database with models.key, which the archive must hold.
+	const modelKey = "sk-backup-secret-3333"
+	if st, body := s.API("PUT", "/api/models", map[string]any{"default": "chat", "groups": []map[string]any{
+		{"name": "chat", "base_url": model.URL, "model": "scripted", "api_key": modelKey}}}); st != http.StatusOK {
+		t.Fatalf("PUT /api/models: %d %s", st, body)
+	}
+
 	archive := filepath.Join(filepath.Dir(data), "nekro-backup.tar.gz")
 	if r := testutil.RunNekro(t, nil, "backup", "--data", data, archive); r.Code != 0 {
 		t.Fatalf("backup while serving: %+v", r)
@@ -110,6 +118,7 @@ print("done")`); !strings.Contains(out, `done\n`) {
 	for what, pred := range map[string]func(h *tar.Header) bool{
 		"nekro.db":            func(h *tar.Header) bool { return h.Name == "nekro.db" },
 		"names.key":           func(h *tar.Header) bool { return h.Name == "names.key" },
+		"models.key":          func(h *tar.Header) bool { return h.Name == "models.key" },
 		"the plugin settings": func(h *tar.Header) bool { return h.Name == "plugins/nekro.basic/config.yaml" },
 		"the uploaded file": func(h *tar.Header) bool {
 			return strings.HasPrefix(h.Name, "uploads/") && strings.HasSuffix(h.Name, "/notes.txt")
@@ -184,6 +193,26 @@ print("done")`); !strings.Contains(out, `done\n`) {
 print(open("/app/shared/result.txt").read())`)
 	if !strings.Contains(out, "the user likes teal") || !strings.Contains(out, "forty-two") {
 		t.Errorf("restored KV value and shared file: %s", out)
+	}
+	// The stored model key is sealed in the database, and opened with the
+	// restored models.key: the restored instance's turns send it.
+	if db, err := os.ReadFile(filepath.Join(restored, "nekro.db")); err != nil || bytes.Contains(db, []byte(modelKey)) {
+		t.Errorf("the restored database holds the model key in the clear (%v)", err)
+	}
+	if st, _ := s2.API("POST", "/api/chats/b/messages", map[string]string{"user_id": "u1", "text": "after the restore"}); st != http.StatusAccepted {
+		t.Fatalf("post after the restore: %d", st)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		reqs := model.Requests()
+		if last := reqs[len(reqs)-1]; last.Contains("after the restore") {
+			if last.Auth != "Bearer "+modelKey {
+				t.Errorf("the restored instance sent the key %q", last.Auth)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restored instance never asked the model:\n%s", s2.Logs)
+		}
 	}
 	if volume.Available() == nil {
 		// The restored chat's files moved into a volume of their own.

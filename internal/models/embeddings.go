@@ -10,15 +10,18 @@ import (
 // group returns the named group as requests use it now: the stored
 // settings, or this process's environment while the groups are its seed.
 func (s *Store) group(ctx context.Context, name string) (Group, bool, error) {
-	set, _, ok, err := s.load(ctx)
+	set, _, ok, bad, err := s.load(ctx)
 	if err != nil {
 		return Group{}, false, err
 	}
 	s.mu.Lock()
 	if s.seed != nil && (!ok || set.Source == SourceEnv) {
-		set = *s.seed
+		set, bad = *s.seed, nil
 	}
 	s.mu.Unlock()
+	if err := bad[name]; err != nil {
+		return Group{}, false, err
+	}
 	for _, g := range set.Groups {
 		if g.Name == name {
 			return g, true, nil

@@ -179,6 +179,10 @@ type Options struct {
 	// Edits through this Store apply at once.
 	Refresh time.Duration
 	Log     *slog.Logger
+	// Key, 32 bytes (LoadKey), seals the groups' API keys in the
+	// database with AES-256-GCM; nil stores them as given. Keys stored
+	// before are sealed when the Store opens.
+	Key []byte
 }
 
 // Store keeps the groups and routes requests through them. It is an
@@ -187,6 +191,7 @@ type Store struct {
 	db    *sql.DB
 	close func() error
 	opts  Options
+	seal  *sealer
 
 	mu     sync.Mutex
 	seed   *Settings // this process's environment (Seed), routed by until the groups are edited
@@ -207,15 +212,78 @@ func Open(ctx context.Context, h db.Handle, opts Options) (*Store, error) {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	return &Store{db: w, close: closeFn, opts: opts}, nil
+	seal, err := newSealer(opts.Key)
+	if err != nil {
+		closeFn()
+		return nil, err
+	}
+	s := &Store{db: w, close: closeFn, opts: opts, seal: seal}
+	if err := s.sealStored(ctx); err != nil {
+		closeFn()
+		return nil, err
+	}
+	return s, nil
+}
+
+// sealStored seals the keys stored before keys were sealed (or by a
+// process without a key file), unless another process rewrote the
+// settings meanwhile (it sealed them then).
+func (s *Store) sealStored(ctx context.Context) error {
+	if s.seal == nil {
+		return nil
+	}
+	set, raw, ok, err := s.loadSealed(ctx)
+	if err != nil || !ok {
+		return err
+	}
+	plain := 0
+	for i, g := range set.Groups {
+		if g.APIKey != "" && !sealed(g.APIKey) {
+			set.Groups[i].APIKey = s.seal.seal(g.APIKey)
+			plain++
+		}
+	}
+	if plain == 0 {
+		return nil
+	}
+	b, err := json.Marshal(set)
+	if err != nil {
+		return fmt.Errorf("model groups: %w", err)
+	}
+	if _, err := s.db.ExecContext(ctx, `UPDATE model_settings SET config = $1 WHERE id = 1 AND config = $2`, string(b), raw); err != nil {
+		return fmt.Errorf("model groups: seal the stored keys: %w", err)
+	}
+	s.opts.Log.Info("model group keys stored in the clear are now sealed with "+KeyFile, "keys", plain)
+	return nil
 }
 
 // Close releases the store's own handle; the database stays open.
 func (s *Store) Close() error { return s.close() }
 
-// load reads the stored settings, keys included; ok is false when none
-// were ever stored.
-func (s *Store) load(ctx context.Context) (set Settings, raw string, ok bool, err error) {
+// load reads the stored settings with their keys opened; ok is false
+// when none were ever stored. A group whose key cannot be opened (another
+// key file sealed it) has its error in bad, and no key.
+func (s *Store) load(ctx context.Context) (set Settings, raw string, ok bool, bad map[string]error, err error) {
+	set, raw, ok, err = s.loadSealed(ctx)
+	if err != nil {
+		return set, raw, ok, nil, err
+	}
+	for i, g := range set.Groups {
+		k, err := s.seal.open(g.APIKey)
+		if err != nil {
+			if bad == nil {
+				bad = map[string]error{}
+			}
+			bad[g.Name] = fmt.Errorf("model group %s: %w", g.Name, err)
+		}
+		set.Groups[i].APIKey = k
+	}
+	return set, raw, ok, bad, nil
+}
+
+// loadSealed reads the stored settings, keys as stored (sealed, or in
+// the clear from before); ok is false when none were ever stored.
+func (s *Store) loadSealed(ctx context.Context) (set Settings, raw string, ok bool, err error) {
 	err = s.db.QueryRowContext(ctx, `SELECT config FROM model_settings WHERE id = 1`).Scan(&raw)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Settings{}, "", false, nil
@@ -230,8 +298,10 @@ func (s *Store) load(ctx context.Context) (set Settings, raw string, ok bool, er
 }
 
 func (s *Store) save(ctx context.Context, set Settings) error {
+	set.Groups = slices.Clone(set.Groups)
 	for i := range set.Groups {
 		set.Groups[i].HasKey, set.Groups[i].ClearKey = false, false
+		set.Groups[i].APIKey = s.seal.seal(set.Groups[i].APIKey)
 	}
 	raw, err := json.Marshal(set)
 	if err != nil {
@@ -267,7 +337,7 @@ func (s *Store) Seed(ctx context.Context, set Settings) error {
 	seed.Groups = slices.Clone(set.Groups)
 	s.seed, s.read = &seed, time.Time{}
 	s.mu.Unlock()
-	cur, _, ok, err := s.load(ctx)
+	cur, _, ok, err := s.loadSealed(ctx)
 	if err != nil {
 		return err
 	}
@@ -280,7 +350,7 @@ func (s *Store) Seed(ctx context.Context, set Settings) error {
 
 // Get returns the settings, keys left out (HasKey says which have one).
 func (s *Store) Get(ctx context.Context) (Settings, error) {
-	set, _, _, err := s.load(ctx)
+	set, _, _, err := s.loadSealed(ctx)
 	if err != nil {
 		return Settings{}, err
 	}
@@ -309,11 +379,11 @@ func (s *Store) Put(ctx context.Context, set Settings) error {
 	if err := set.checkDefault(); err != nil {
 		return err
 	}
-	cur, _, _, err := s.load(ctx)
+	cur, _, _, err := s.loadSealed(ctx)
 	if err != nil {
 		return err
 	}
-	keys := map[string]string{}
+	keys := map[string]string{} // as stored: kept sealed
 	for _, g := range cur.Groups {
 		keys[g.Name] = g.APIKey
 	}
@@ -346,7 +416,7 @@ func (s *Store) current(ctx context.Context) (*routes, error) {
 	if s.routes != nil && time.Since(s.read) < s.opts.Refresh {
 		return s.routes, nil
 	}
-	set, raw, ok, err := s.load(ctx)
+	set, raw, ok, bad, err := s.load(ctx)
 	if err != nil {
 		if s.routes != nil {
 			return s.routes, nil // the last good ones, while the database fails
@@ -361,6 +431,7 @@ func (s *Store) current(ctx context.Context) (*routes, error) {
 		set = *s.seed
 		b, _ := json.Marshal(set)
 		raw = "seed:" + string(b)
+		bad = nil
 	}
 	s.read = time.Now()
 	if s.routes != nil && raw == s.raw {
@@ -368,6 +439,10 @@ func (s *Store) current(ctx context.Context) (*routes, error) {
 	}
 	rs := &routes{def: set.defaultGroup(), groups: map[string]*route{}}
 	for _, g := range set.Groups {
+		if err := bad[g.Name]; err != nil {
+			s.opts.Log.Error("model group left out: its key cannot be read", "group", g.Name, "err", err)
+			continue
+		}
 		c, err := s.client(g)
 		if err != nil {
 			s.opts.Log.Warn("model group left out", "group", g.Name, "err", err)
@@ -504,8 +579,11 @@ const TestPrompt = "Reply with the single word OK."
 // after) saving it. The embedding group is sent one text to embed.
 func (s *Store) Test(ctx context.Context, g Group) (string, error) {
 	if g.APIKey == "" && !g.ClearKey {
-		cur, _, _, err := s.load(ctx)
+		cur, _, _, bad, err := s.load(ctx)
 		if err != nil {
+			return "", err
+		}
+		if err := bad[g.Name]; err != nil {
 			return "", err
 		}
 		for _, c := range cur.Groups {
