@@ -87,6 +87,7 @@ until --shutdown-timeout, then their runs are stopped.`,
 				UploadMaxFile:    int64(*uploadMaxFile),
 				UploadMaxMessage: int64(*uploadMaxMessage),
 				Log:              ac.Log,
+				Build:            serverBuild(readVersion()),
 			})
 			if err != nil {
 				return err

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/nekro-go/nekro/internal/server"
 )
 
 // Set at link time by the Makefile (make build):
@@ -112,4 +114,13 @@ func newVersionCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// serverBuild is v as the status API shows it.
+func serverBuild(v buildVersion) server.Build {
+	c := v.Commit
+	if c != "" && v.Modified {
+		c += "-dirty"
+	}
+	return server.Build{Version: v.Version, Commit: c, BuildDate: v.BuildDate, Go: v.Go + " " + v.Platform}
 }

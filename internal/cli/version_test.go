@@ -1,10 +1,13 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nekro-go/nekro/internal/testutil"
 )
 
 // make build stamps the binary: --version and nekro version print the
@@ -48,5 +51,23 @@ func TestVersionOfAMakeBuild(t *testing.T) {
 		if !strings.Contains(out, w) {
 			t.Errorf("nekro version lacks %q:\n%s", w, out)
 		}
+	}
+
+	// The status API says the same to the operator (not to a user).
+	s := testutil.ServeBinary(t, bin, testutil.DataDir(t), "tok-version")
+	st, body := s.API("GET", "/api/status", nil)
+	var status struct {
+		Build struct {
+			Version   string `json:"version"`
+			Commit    string `json:"commit"`
+			BuildDate string `json:"build_date"`
+			Go        string `json:"go"`
+		} `json:"build"`
+	}
+	json.Unmarshal([]byte(body), &status)
+	b := status.Build
+	if st != 200 || b.Version != strings.TrimSpace(string(desc)) || !strings.HasPrefix(b.Commit, commit) ||
+		!strings.HasPrefix(b.BuildDate, "20") || !strings.HasPrefix(b.Go, "go1.") {
+		t.Errorf("/api/status build: %d %+v\n%s", st, b, body)
 	}
 }

@@ -299,6 +299,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	}
 	st := map[string]any{"model": s.modelName(r.Context()), "plugins": plugins, "disabled_plugins": s.host.Registry().Disabled()}
 	st["adapters"] = s.parts.Adapters.Status() // chat platform connections
+	st["build"] = s.opts.Build
 	if err := s.agent.ModelError(); err != nil {
 		st["model_error"] = err.Error()
 	}

@@ -61,6 +61,17 @@ type Options struct {
 	// DefaultUploadMaxMessage.
 	UploadMaxFile, UploadMaxMessage int64
 	Log                             *slog.Logger
+	// Build is the binary's version, shown to the operator by
+	// GET /api/status and the web UI.
+	Build Build
+}
+
+// Build is what `nekro version` says of the binary.
+type Build struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit"`     // "" when the build recorded none; "-dirty" when the checkout had changes
+	BuildDate string `json:"build_date"` // "" when the build recorded none
+	Go        string `json:"go"`         // the Go version and platform
 }
 
 // WithDefaults fills the zero fields of o.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nekro-go/nekro/internal/llm/llmtest"
 	"github.com/nekro-go/nekro/internal/pluginhost"
+	"github.com/nekro-go/nekro/internal/server"
 	"github.com/nekro-go/nekro/plugin"
 )
 
@@ -921,5 +922,25 @@ func TestUIHistoryPagesInABrowser(t *testing.T) {
 	}
 	if got := logLine(t, log, "in order"); got != "true ids unique: true" {
 		t.Errorf("the history after paging: in order: %s", got)
+	}
+}
+
+// The operator's side panel names the binary's version, as the status
+// API gives it.
+func TestUIShowsTheVersion(t *testing.T) {
+	chromium := chromiumPath(t)
+	e := startEnv(t, nil, func(o *serveOptions) {
+		o.Build = server.Build{Version: "v9.8.7-test", Commit: "0123456789abcdef0123", BuildDate: "2026-11-25T00:00:00Z", Go: "go1.26 linux/amd64"}
+	})
+	var st struct {
+		Build server.Build `json:"build"`
+	}
+	if code := e.call("GET", "/api/status", nil, &st); code != 200 || st.Build.Version != "v9.8.7-test" {
+		t.Fatalf("status: %d %+v", code, st)
+	}
+	dom := dumpDOM(t, chromium, e.base+"/#token="+testToken+"&chat=versions", 5*time.Second)
+	line := regexp.MustCompile(`<p id="build"[^>]*>[^<]*</p>`).FindString(dom)
+	if !strings.Contains(line, "nekro v9.8.7-test · 0123456789ab · built 2026-11-25T00:00:00Z · go1.26 linux/amd64") {
+		t.Errorf("the version line: %q", line)
 	}
 }

@@ -765,6 +765,9 @@ async function reset() {
 async function loadStatus() {
   const status = await api("/api/status");
   $("model").textContent = status.model ? "Model: " + status.model : "No model configured: " + (status.model_error || "");
+  const b = status.build || {};
+  $("build").textContent = b.version ? "nekro " + b.version + (b.commit ? " · " + b.commit.slice(0, 12) : "") +
+    (b.build_date ? " · built " + b.build_date : "") + (b.go ? " · " + b.go : "") : "";
   $("plugins").replaceChildren(...status.plugins.map((p) => el("li", {}, p.name + " (" + p.key + "): " + p.methods.join(", "))));
 }
 
