@@ -98,6 +98,11 @@ type Config struct {
 	// OnReset, when set, erases what other parts keep of a chat when it
 	// is reset (its knowledge base scope), after the plugins' hooks.
 	OnReset func(ctx context.Context, chatKey string) error
+	// Storage, when set, reports whether the data directory can take
+	// writes (nil: yes; files.CheckSpace). A chat whose turn the storage
+	// cut short waits until it can before its messages are claimed again,
+	// so a full disk costs no model request per retry (storage.go).
+	Storage func() error
 	Log     *slog.Logger
 }
 

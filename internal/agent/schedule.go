@@ -19,6 +19,9 @@ type chatState struct {
 	pending bool       // a message arrived since the worker last looked (Agent.mu)
 	waiting bool       // the worker waits for a turn slot (Agent.mu)
 	cancel  context.CancelFunc
+	// hold is set while the chat's last turn was cut short by storage
+	// (storage.go); only the chat's worker touches it.
+	hold storageHold
 }
 
 // Resume prepares the agent after a start: turns whose replica died
@@ -164,6 +167,12 @@ func (a *Agent) worker(chatKey string, st *chatState) {
 		st.pending, st.waiting = false, true
 		a.mu.Unlock()
 
+		if !a.waitStorage(chatKey, st) {
+			a.mu.Lock()
+			st.running, st.waiting = false, false
+			a.mu.Unlock()
+			return
+		}
 		select {
 		case a.turnSlots <- struct{}{}:
 			a.mu.Lock()
@@ -176,8 +185,9 @@ func (a *Agent) worker(chatKey string, st *chatState) {
 			return
 		}
 		st.busy.Lock()
-		err := a.claimAndRun(chatKey, st)
+		cut, err := a.claimAndRun(chatKey, st)
 		st.busy.Unlock()
+		st.hold.after(cut)
 		<-a.turnSlots
 		if err != nil {
 			a.log.Error("turn failed", "chat", chatKey, "err", err)
@@ -186,8 +196,9 @@ func (a *Agent) worker(chatKey string, st *chatState) {
 }
 
 // claimAndRun claims the waiting messages and answers them; messages that
-// arrive during the turn set pending again, so the worker loops.
-func (a *Agent) claimAndRun(chatKey string, st *chatState) error {
+// arrive during the turn set pending again, so the worker loops. cut says
+// the storage cut the turn short and its messages wait for the next.
+func (a *Agent) claimAndRun(chatKey string, st *chatState) (cut bool, err error) {
 	stop, cancel := context.WithCancelCause(a.base)
 	defer cancel(nil)
 	ctx, cancelTimeout := context.WithTimeout(stop, a.cfg.TurnTimeout)
@@ -203,12 +214,13 @@ func (a *Agent) claimAndRun(chatKey string, st *chatState) error {
 	start := time.Now()
 	turn, claimed, err := a.chats.ClaimTurn(ctx, chatKey)
 	if err != nil || turn == nil {
-		return err
+		return false, err
 	}
 	a.track(turn.ID, cancel, start)
 	defer a.untrack(turn.ID)
 	claimTime := time.Since(start)
 	runs, end := a.runTurn(ctx, turn, claimed)
+	cut = end.Retry && turn.Status == chat.TurnInterrupted // failStorage's mark; the cases below are not the storage's
 	// A turn the host cut short, not the model (the replica is stopping,
 	// or lost its lease), hands its messages back for the next turn, and
 	// the chat is told why rather than what the cancelled call said.
@@ -235,5 +247,5 @@ func (a *Agent) claimAndRun(chatKey string, st *chatState) error {
 	if stop.Err() == nil {
 		a.afterTurn(stop, chatKey, turn.Context)
 	}
-	return err
+	return cut, err
 }

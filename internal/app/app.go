@@ -352,6 +352,12 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if ac.Memory == nil { // tests may give the agent a memory of their own
 		ac.Memory = a.Memory
 	}
+	// A chat whose turn a full disk cut short waits for space before its
+	// model is asked again.
+	if ac.Storage == nil {
+		root := a.Layout.Root
+		ac.Storage = func() error { return files.CheckSpace(root) }
+	}
 	a.Agent = agent.New(a.Host, a.Chats, nil, ac)
 	a.Metrics.Gauge("nekro_turn_queue_depth", "Chats whose messages wait for a turn.",
 		func() float64 { return float64(a.Agent.QueueDepth()) })
