@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nekro-go/nekro/internal/chat"
+	"github.com/nekro-go/nekro/internal/db"
+	"github.com/nekro-go/nekro/internal/files"
 )
 
 func platformOf(chatKey string) (string, bool) {
@@ -136,4 +138,53 @@ func TestOutboxQueuesTurnNotices(t *testing.T) {
 			t.Fatalf("the notice's delivery: %+v %v", ds, err)
 		}
 	})
+}
+
+// What the outbox adds to one answer of a platform chat on SQLite, one
+// host: the answer stored in a transaction with its outbox row, claimed,
+// and deleted once sent, against the answer stored alone.
+func BenchmarkOutbox(b *testing.B) {
+	ctx := context.Background()
+	for _, mode := range []string{"without", "with"} {
+		b.Run(mode, func(b *testing.B) {
+			s := openBench(b)
+			if mode == "with" {
+				s.SetOutbox(platformOf)
+			}
+			for b.Loop() {
+				m, err := s.AddMessage(ctx, answer("im-1", "an answer"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if mode == "with" {
+					ds, err := s.ClaimDeliveries(ctx, "im", 16)
+					if err != nil || len(ds) != 1 {
+						b.Fatal(ds, err)
+					}
+					if err := s.Delivered(ctx, m.ID); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// openBench opens a service on a fresh SQLite database.
+func openBench(b *testing.B) *chat.Service {
+	ctx := context.Background()
+	layout, err := files.NewLayout(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := db.OpenSQLite(ctx, layout.Database(), db.SQLiteOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := chat.Open(ctx, chat.Database{SQLite: d}, layout, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close(); d.Close() })
+	return s
 }
