@@ -1,7 +1,9 @@
 package onebot_test
 
 import (
+	"encoding/base64"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,7 +15,8 @@ import (
 // A only: an answer written on B reaches QQ through A (the outbox). Then
 // A is killed with SIGKILL while QQ has B's next answer in hand but has
 // not acknowledged it; when A is started again and QQ reconnects, the
-// answer is sent again once its lease has run out: at least once.
+// answer is sent again once its lease has run out: at least once. An
+// image a run on B made reaches QQ through A too.
 func TestOutboxAcrossReplicas(t *testing.T) {
 	u := kvtest.FreshSchema(t, kvtest.PostgresURL(t))
 	m := model(t)
@@ -68,6 +71,19 @@ func TestOutboxAcrossReplicas(t *testing.T) {
 	ask("hello there")
 	if p := parseSend(t, s2.waitAction("send_group_msg")); p.text() != "pong group" {
 		t.Fatalf("after the takeover: %+v", p)
+	}
+
+	// An image a run on B made is sent by A, which copies it from the
+	// database first (last: the scripted model draws whenever the
+	// history asks for a dot).
+	ask("draw me a dot")
+	p := parseSend(t, s2.waitAction("send_group_msg"))
+	if len(p.Message) != 1 || p.Message[0].Type != "image" || !strings.HasPrefix(p.Message[0].Data["file"], "base64://") {
+		t.Fatalf("B's image through A: %+v\n%s", p, a2.Logs)
+	}
+	if png, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(p.Message[0].Data["file"], "base64://")); err != nil ||
+		!strings.HasPrefix(string(png), "\x89PNG") {
+		t.Fatalf("B's image through A is not the PNG: %v", err)
 	}
 	ws2.CloseNow()
 }
