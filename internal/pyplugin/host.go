@@ -2,6 +2,7 @@ package pyplugin
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -759,14 +761,81 @@ func (h *host) close() {
 }
 
 func (p *process) send(m message) error {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
+	b, ok := appendRequest(make([]byte, 0, 64+len(m.Args)+len(m.Call)), m)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(m); err != nil {
+			return err
+		}
 	}
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
-	_, err = p.conn.Write(append(b, '\n'))
+	_, err := p.conn.Write(append(b, '\n'))
 	return err
+}
+
+// appendRequest appends nekro's request m as json.Marshal writes it,
+// without encoding its args a second time (they are json.Marshal's
+// output already, compact and valid): a Python call's request is
+// written in one pass. false: m is not a request of that form (an
+// answer, a log line, an op or token needing escapes).
+func appendRequest(b []byte, m message) ([]byte, bool) {
+	if m.ID == nil || m.Req != nil || m.Result != nil || m.Error != nil || m.Level != "" || m.Msg != "" ||
+		!plainToken(m.Op) || !plainToken(m.Call) {
+		return nil, false
+	}
+	b = append(b, `{"id":`...)
+	b = strconv.AppendInt(b, *m.ID, 10)
+	if m.Op != "" {
+		b = append(append(append(b, `,"op":"`...), m.Op...), '"')
+	}
+	if m.Call != "" {
+		b = append(append(append(b, `,"call":"`...), m.Call...), '"')
+	}
+	if len(m.Args) > 0 {
+		b = append(append(b, `,"args":`...), m.Args...)
+	}
+	return append(b, '}'), true
+}
+
+// plainToken reports whether s is written in JSON as it is (letters,
+// digits, '_', '-', '.'): ops and call tokens are.
+func plainToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseAnswer reads the usual answer to a request, {"id":N,"result":R}
+// as the process writes it, without decoding R (the caller gets it
+// raw); false for any other line, which json.Unmarshal reads.
+func parseAnswer(line []byte, m *message) bool {
+	const head, mid = `{"id":`, `,"result":`
+	if !bytes.HasPrefix(line, []byte(head)) || len(line) < len(head)+len(mid)+2 || line[len(line)-1] != '}' {
+		return false
+	}
+	rest := line[len(head):]
+	n := 0
+	for n < len(rest) && n < 19 && '0' <= rest[n] && rest[n] <= '9' {
+		n++
+	}
+	if n == 0 || (n > 1 && rest[0] == '0') || !bytes.HasPrefix(rest[n:], []byte(mid)) {
+		return false
+	}
+	id, err := strconv.ParseInt(string(rest[:n]), 10, 64)
+	if err != nil {
+		return false
+	}
+	result := rest[n+len(mid) : len(rest)-1]
+	if !json.Valid(result) {
+		return false
+	}
+	m.ID, m.Result = &id, append(json.RawMessage(nil), result...)
+	return true
 }
 
 func (p *process) kill() {
@@ -783,9 +852,11 @@ func (h *host) read(p *process) {
 	for sc.Scan() {
 		var m message
 		line := sc.Bytes()
-		if err := json.Unmarshal(line, &m); err != nil {
-			h.log.Warn("python plugin sent a malformed line", "err", err)
-			continue
+		if !parseAnswer(line, &m) {
+			if err := json.Unmarshal(line, &m); err != nil {
+				h.log.Warn("python plugin sent a malformed line", "err", err)
+				continue
+			}
 		}
 		switch {
 		case m.Op == "hello":

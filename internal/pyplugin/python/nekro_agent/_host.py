@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections.abc
 import contextvars
 import importlib.util
 import inspect
@@ -226,6 +227,61 @@ def to_json_value(v):
     raise TypeError("a %s cannot be returned to the sandbox" % type(v).__name__)
 
 
+class _Method:
+    """A sandbox method as the host calls it, with what each call checks
+    worked out once (binding its parameters, their types)."""
+
+    __slots__ = ("func", "kind", "sig", "as_bytes", "is_async", "checks", "as_text", "multimodal",
+                 "fast", "names", "required", "any_keyword")
+
+    def __init__(self, func, kind, sig, as_bytes, is_async, checks):
+        self.func, self.kind, self.sig, self.as_bytes, self.is_async, self.checks = func, kind, sig, as_bytes, is_async, checks
+        self.as_text = kind in (SandboxMethodType.AGENT, SandboxMethodType.BEHAVIOR)
+        self.multimodal = kind == SandboxMethodType.MULTIMODAL_AGENT
+        params = list(sig.parameters.values())
+        P = inspect.Parameter
+        # binds answers for the usual signature (the context first, then
+        # parameters by name); anything else goes through Signature.bind.
+        self.fast = bool(params) and params[0].kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD) and \
+            all(p.kind in (P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY, P.VAR_POSITIONAL, P.VAR_KEYWORD) for p in params[1:])
+        rest = params[1:]
+        self.names = frozenset(p.name for p in rest if p.kind in (P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY))
+        self.required = frozenset(p.name for p in rest
+                                  if p.kind in (P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY) and p.default is p.empty)
+        self.any_keyword = any(p.kind == P.VAR_KEYWORD for p in rest)
+
+    def binds(self, args: dict) -> bool:
+        """Whether func(ctx, **args) surely binds (False: ask
+        Signature.bind, which says why not, or binds after all)."""
+        if not self.fast:
+            return False
+        keys = args.keys()
+        if not self.any_keyword and not keys <= self.names:
+            return False
+        return self.required <= keys
+
+
+def compile_check(ann):
+    """type_mismatch(ann, v) as a function of v, the common annotations
+    (int, str, float, bool, Optional of them) without type_mismatch's walk."""
+    inner, allow_none = ann, False
+    if isinstance(ann, str):
+        inner = {"int": int, "float": float, "str": str, "bool": bool, "bytes": bytes, "list": list, "dict": dict}.get(ann)
+        if inner is None:
+            return lambda v: None
+    elif typing.get_origin(ann) is typing.Union:
+        args = typing.get_args(ann)
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) != 1:
+            return lambda v: type_mismatch(ann, v)
+        inner, allow_none = rest[0], type(None) in args
+    if inner is int:
+        return lambda v: None if (type(v) is int or (isinstance(v, int) and not isinstance(v, bool))) or (v is None and allow_none) else "int"
+    if inner is str:
+        return lambda v: None if type(v) is str or isinstance(v, str) or (v is None and allow_none) else "str"
+    return lambda v: type_mismatch(ann, v)
+
+
 class Host:
     def __init__(self, plugin: NekroPlugin, link: _link.Link, loop: asyncio.AbstractEventLoop):
         self.plugin = plugin
@@ -242,7 +298,8 @@ class Host:
                       if p.annotation is not p.empty and not (p.default is None)] + \
                      [(p.name, typing.Optional[p.annotation]) for p in params
                       if p.annotation is not p.empty and p.default is None and not isinstance(p.annotation, str)]
-            self.methods[func.__name__] = (func, kind, sig, as_bytes, inspect.iscoroutinefunction(func), checks)
+            self.methods[func.__name__] = _Method(func, kind, sig, as_bytes, inspect.iscoroutinefunction(func),
+                                                  [(n, compile_check(a)) for n, a in checks])
         self.commands = {name: func for name, func, _meta in plugin.commands}
 
     async def run(self, func, *args, call: str = ""):
@@ -324,33 +381,36 @@ class Host:
 
     async def call(self, msg: dict, call: str):
         name = msg.get("method")
-        if name not in self.methods:
+        m = self.methods.get(name)
+        if m is None:
             raise _ArgumentError("%s(): no such method in plugin %s" % (name, self.plugin.key))
-        func, kind, sig, as_bytes, is_async, checks = self.methods[name]
         c = msg.get("ctx") or {}
-        await self.refresh_config(c.get("config_version"))
-        ctx = AgentCtx(from_chat_key=c.get("chat_key"), container_key=c.get("container_key"),
-                       from_user_id=c.get("user_id"), run_id=c.get("run_id", ""), call=call,
-                       shared_path=c.get("shared_path", ""), upload_path=c.get("upload_path", ""))
+        version = c.get("config_version")
+        if version is not None and self.plugin.config_class is not None and version != self.plugin._config_holder.version:
+            await self.refresh_config(version)
+        ctx = AgentCtx(c.get("chat_key"), c.get("container_key"), c.get("user_id"), c.get("run_id", ""), call,
+                       c.get("shared_path", ""), c.get("upload_path", ""))
         args = msg.get("args") or {}
-        for pname in as_bytes:
+        for pname in m.as_bytes:
             if isinstance(args.get(pname), str):
                 try:
                     args[pname] = base64.b64decode(args[pname], validate=True)
                 except ValueError:
                     raise _ArgumentError("%s(): argument '%s' must be bytes (sent base64-encoded)" % (name, pname))
-        try:
-            sig.bind(ctx, **args)
-        except TypeError as e:
-            raise _ArgumentError("%s(): %s" % (name, e)) from None
-        for pname, ann in checks:
+        if not m.binds(args):
+            try:
+                m.sig.bind(ctx, **args)
+            except TypeError as e:
+                raise _ArgumentError("%s(): %s" % (name, e)) from None
+        for pname, check in m.checks:
             if pname in args:
-                want = type_mismatch(ann, args[pname])
+                want = check(args[pname])
                 if want:
                     raise _ArgumentError("%s(): argument '%s' must be %s, got %s" % (name, pname, want, py_name(args[pname])))
+        func = m.func
         token, ctx_token = _link.current_call.set(call), _link.current_ctx.set(ctx)
         try:
-            if is_async:
+            if m.is_async:
                 result = await func(ctx, **args)
             else:
                 cv = contextvars.copy_context()
@@ -364,12 +424,11 @@ class Host:
             _link.current_call.reset(token)
         if ctx._stage is not None:  # the method's files reach /app/shared; a refusal fails the call
             await self.loop.run_in_executor(None, ctx._stage.close)
-        if kind in (SandboxMethodType.AGENT, SandboxMethodType.BEHAVIOR):
+        if m.as_text:
             return result if isinstance(result, str) else str(result)
-        if kind == SandboxMethodType.MULTIMODAL_AGENT and isinstance(result, dict) and isinstance(result.get("content"), list):
+        if m.multimodal and isinstance(result, dict) and isinstance(result.get("content"), list):
             return result["content"]
         return result
-
 
     async def refresh_config(self, version) -> None:
         """Fetch the plugin's settings when nekro's version differs from
@@ -508,23 +567,89 @@ def main() -> None:
     loop.run_until_complete(serve(host, link, sock))
 
 
-def start_task(coro):
+def start_task(coro, loop: asyncio.AbstractEventLoop):
     """Run coro as an asyncio Task of its own (its own copy of the
     context), so what plugins use works inside it as in the reference:
     asyncio.current_task(), asyncio.timeout(), httpx and the other
-    anyio-based libraries, task-local context variables. From Python
-    3.12 the task starts eagerly (a call that never waits is answered in
-    the same event-loop pass); returns the task, or None when it has
-    finished already."""
-    loop = asyncio.get_running_loop()
+    anyio-based libraries, task-local context variables.
+
+    The task starts eagerly: its first step runs now, as the task, so a
+    call that never waits is answered in this event-loop pass, not the
+    next (Python 3.12's eager_start; before 3.12 by hand, _Started).
+    Returns the task, or None when it has finished already."""
     ctx = contextvars.copy_context()
     if _EAGER:
         t = asyncio.Task(coro, loop=loop, context=ctx, eager_start=True)
         return None if t.done() else t
-    return loop.create_task(coro, context=ctx)
+    started = _Started(coro)
+    t = loop.create_task(started, context=ctx)
+    try:
+        _enter_task(loop, t)
+    except RuntimeError:  # called inside another task: t takes its first step on the loop
+        started.first = None
+        return t
+    try:
+        started.first = ctx.run(_first_step, coro)
+    finally:
+        _leave_task(loop, t)
+    return t if started.first[0] is _YIELDED else None
 
 
 _EAGER = sys.version_info >= (3, 12)
+_enter_task, _leave_task = asyncio.tasks._enter_task, asyncio.tasks._leave_task
+_YIELDED, _RETURNED, _RAISED = object(), object(), object()
+
+
+def _first_step(coro):
+    """The first step of coro: what it yielded, returned or raised."""
+    try:
+        return _YIELDED, coro.send(None)
+    except StopIteration as e:
+        return _RETURNED, e.value
+    except BaseException as e:  # noqa: BLE001 - the task raises it in its own step
+        return _RAISED, e
+
+
+class _Started(collections.abc.Coroutine):
+    """A coroutine whose first step start_task ran already, as its Task
+    (current_task() was the Task, in the Task's context). The Task's own
+    first step takes up from there: it gets what that step yielded (the
+    future the coroutine waits on), its result or its exception; later
+    steps go to the coroutine itself."""
+
+    __slots__ = ("coro", "first", "__name__")
+
+    def __init__(self, coro):
+        self.coro = coro
+        self.__name__ = getattr(coro, "__qualname__", "coroutine")  # the Task's repr names the coroutine
+        self.first = None  # (kind, value) of the step taken; None once the Task took it up
+
+    def send(self, value):
+        first = self.first
+        if first is None:
+            return self.coro.send(value)
+        self.first = None
+        kind, v = first
+        if kind is _YIELDED:
+            return v
+        if kind is _RETURNED:
+            raise StopIteration(v)
+        raise v
+
+    def throw(self, typ, val=None, tb=None):
+        first, self.first = self.first, None
+        if first is not None and first[0] is not _YIELDED:  # finished: the task was cancelled as it ended
+            raise typ if val is None else val
+        if val is None and tb is None:
+            return self.coro.throw(typ)
+        return self.coro.throw(typ, val, tb)
+
+    def close(self):
+        self.first = None
+        return self.coro.close()
+
+    def __await__(self):
+        return self.coro.__await__()
 
 
 class _Protocol(asyncio.BufferedProtocol):
@@ -575,13 +700,13 @@ class _Protocol(asyncio.BufferedProtocol):
     def dispatch(self, line) -> None:
         """Decode one line from nekro and start what it asks. Bad UTF-8 is
         read as U+FFFD, as Go reads it for Go plugins."""
-        msg = json.loads(bytes(line).decode("utf-8", "replace"))
+        msg = json.loads(line.decode("utf-8", "replace"))
         if not isinstance(msg, dict):
             raise ValueError("a %s, not a JSON object" % type(msg).__name__)
         if "req" in msg and "op" not in msg:
             self.link.answered(msg)
         else:
-            t = start_task(self.host.handle(msg))
+            t = start_task(self.host.handle(msg), self.host.loop)
             if t is not None:
                 self.tasks.add(t)
                 t.add_done_callback(self.tasks.discard)

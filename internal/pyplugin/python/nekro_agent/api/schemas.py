@@ -27,12 +27,24 @@ def split_chat_key(chat_key: Optional[str]) -> Tuple[Optional[str], Optional[str
     own: "c1", "group_9") has no adapter_key; its channel_id is the key."""
     if not chat_key:
         return None, None, None
+    known = _split_keys.get(chat_key)
+    if known is not None:
+        return known
     from nekro_agent.schemas.chat_message import ChatType
 
     adapter, sep, channel = chat_key.partition("-")
     if not sep or not channel or not adapter.replace("_", "").isalnum():
         adapter, channel = None, chat_key
-    return adapter, channel, ChatType.from_chat_key(chat_key).value
+    known = adapter, channel, ChatType.from_chat_key(chat_key).value
+    if len(_split_keys) >= 4096:  # a bound, not an LRU: a host serves few chats at a time
+        _split_keys.clear()
+    _split_keys[chat_key] = known
+    return known
+
+
+# split_chat_key's answers: every call's AgentCtx splits its chat's key,
+# and the chat type's enum lookup is most of a call's own cost otherwise.
+_split_keys: Dict[str, Tuple[Optional[str], Optional[str], Optional[str]]] = {}
 
 
 class AgentCtx:
@@ -56,9 +68,10 @@ class AgentCtx:
         self.adapter_key, self.channel_id, self.channel_type = split_chat_key(from_chat_key)
         self.channel_name: Optional[str] = self.channel_id
         self.webhook_request: Optional[WebhookRequest] = None
-        for k in ("adapter_key", "channel_id", "channel_type", "channel_name", "webhook_request"):
-            if fields.get(k) is not None:
-                setattr(self, k, fields[k])
+        if fields:
+            for k in ("adapter_key", "channel_id", "channel_type", "channel_name", "webhook_request"):
+                if fields.get(k) is not None:
+                    setattr(self, k, fields[k])
 
     @property
     def chat_key(self) -> str:
