@@ -210,6 +210,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if py != nil {
 		a.closers = append(a.closers, func(context.Context) error { return py.Close() })
 		a.PythonFailed, a.Python = py.Failed, py
+		py.UseHistory(a.Chats.History) // DBChatMessage reads the call's own chat
 	}
 	if ms != nil { // MCP servers stop after the host, as Python plugins do
 		a.closers = append(a.closers, func(context.Context) error { return ms.Close() })

@@ -121,6 +121,7 @@ type host struct {
 	log                  *slog.Logger
 	plugin               *plugin.Plugin
 	hooks                hookFlags
+	history              *historySource // the chats' messages, for DBChatMessage
 
 	mu      sync.Mutex
 	proc    *process // nil while restarting

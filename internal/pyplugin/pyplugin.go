@@ -93,6 +93,8 @@ type Set struct {
 
 	opts   Options
 	pkgDir string
+	// history answers the hosts' DBChatMessage queries (UseHistory).
+	history historySource
 
 	mu       sync.Mutex
 	hosts    map[string]*host // by path: the current version of each plugin
@@ -238,7 +240,7 @@ func (s *Set) start(ctx context.Context, path string) (*host, *plugin.Plugin, er
 	opts := s.opts
 	h := &host{path: path, python: opts.Python, pkgDir: pkgDir, startTimeout: opts.StartTimeout,
 		index: opts.Index, envDir: EnvDir(opts.CacheDir, path), installTimeout: opts.InstallTimeout,
-		pluginsDir: opts.PluginsDir, log: opts.Log.With("python_plugin", filepath.Base(path))}
+		pluginsDir: opts.PluginsDir, history: &s.history, log: opts.Log.With("python_plugin", filepath.Base(path))}
 	p, err := h.load(ctx)
 	if err != nil {
 		return nil, nil, err

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
+
+	"github.com/nekro-go/nekro/internal/chat"
 
 	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/plugin"
@@ -87,6 +90,19 @@ func (h *host) serve(m message) (any, error) {
 			return nil, fmt.Errorf("a method can push only into the chat of its run (%s), not into %s", ctx.ChatKey(), a.ChatKey)
 		}
 		return nil, ctx.PushSystem(a.Text, a.Trigger)
+	case "chat.messages":
+		// DBChatMessage: the stored messages of the call's own chat,
+		// never another's (the chat is the call's, not an argument).
+		var a struct {
+			Limit int `json:"limit"`
+		}
+		if err := json.Unmarshal(m.Args, &a); err != nil {
+			return nil, fmt.Errorf("%s: bad arguments: %w", m.Op, err)
+		}
+		if ctx == nil {
+			return nil, fmt.Errorf("a chat's messages can be read only while a sandbox method or a command runs (from its chat)")
+		}
+		return h.chatMessages(ctx, a.Limit)
 	case "config.get":
 		raw, version := pluginhost.ConfigJSON(h.plugin)
 		if raw == nil {
@@ -161,4 +177,54 @@ func serviceContext(ctx *plugin.Ctx) context.Context {
 		return ctx
 	}
 	return context.Background()
+}
+
+// HistoryFunc returns a chat's latest messages, oldest first, at most
+// last of them (chat.Service.History).
+type HistoryFunc func(ctx context.Context, chatKey string, last int) ([]chat.Message, error)
+
+// historySource is the Set's HistoryFunc, shared by its hosts; nil until
+// the chats are open (Set.UseHistory).
+type historySource struct{ f atomic.Pointer[HistoryFunc] }
+
+// UseHistory lets the plugins' DBChatMessage queries read the stored
+// messages of the chat of the call they run in.
+func (s *Set) UseHistory(f HistoryFunc) { s.history.f.Store(&f) }
+
+// maxMessageRows bounds what one DBChatMessage query reads.
+const maxMessageRows = 1000
+
+// chatRow is a stored message as the process's DBChatMessage reads it.
+type chatRow struct {
+	ID         int64  `json:"id"`
+	Role       string `json:"role"`
+	SenderID   string `json:"sender_id"`
+	SenderName string `json:"sender_name"`
+	Text       string `json:"text"`
+	Time       int64  `json:"time"` // Unix seconds, the reference's send_timestamp
+}
+
+// chatMessages answers a DBChatMessage query of the call ctx: the latest
+// limit messages of its chat.
+func (h *host) chatMessages(ctx *plugin.Ctx, limit int) ([]chatRow, error) {
+	var f *HistoryFunc
+	if h.history != nil {
+		f = h.history.f.Load()
+	}
+	if f == nil {
+		return nil, fmt.Errorf("DBChatMessage: this nekro command keeps no chat history (only nekro serve and nekro exec with a database do)")
+	}
+	if limit <= 0 || limit > maxMessageRows {
+		limit = maxMessageRows
+	}
+	ms, err := (*f)(ctx, ctx.ChatKey(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("DBChatMessage: %w", err)
+	}
+	rows := make([]chatRow, len(ms))
+	for i, m := range ms {
+		rows[i] = chatRow{ID: m.ID, Role: string(m.Role), SenderID: m.SenderID, SenderName: m.SenderName, Text: m.Text,
+			Time: m.Time.Unix()}
+	}
+	return rows, nil
 }

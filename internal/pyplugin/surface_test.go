@@ -22,8 +22,8 @@ func execIn(t *testing.T, dir, chat, code string) testutil.Result {
 // and answers: the re-export paths, core.logger and core.config, i18n,
 // MsgSignal at schemas.signal, AgentCtx's platform fields derived from
 // the chat key, the run's own chat as a DBChatChannel row (and no
-// other), a clear error for what nekro does not give (stored messages,
-// Qdrant), and a mounted command that loads (internal/server's
+// other), its stored messages (TestDBChatMessage), a clear error for
+// what nekro does not give (Qdrant), and a mounted command that loads (internal/server's
 // TestPythonPluginCommands runs commands).
 func TestRealPluginSurface(t *testing.T) {
 	r := execIn(t, "testdata/surface", "onebot_v11-group_123", "print(where_am_i())\nprint(use_qdrant())\n")
@@ -33,7 +33,7 @@ func TestRealPluginSurface(t *testing.T) {
 	for _, w := range []string{
 		"'adapter_key': 'onebot_v11'", "'channel_id': 'group_123'", "'channel_type': 'group'",
 		"'chat_key': 'onebot_v11-group_123'", "'from_user_id': 'u1'", "'group': True",
-		"'visible_chats': ['onebot_v11-group_123']", "'history': 'NotAvailableError'", "'context_len': 24",
+		"'visible_chats': ['onebot_v11-group_123']", "'history': 'answered'", "'context_len': 24",
 		"'greeting': 'hi'", "'signal': 'CONTINUE'", "'name_en': 'Surface'", "'commands': ['surf']",
 		"NotAvailableError: get_qdrant_client is not available in nekro: nekro has no vector database",
 	} {
@@ -96,5 +96,26 @@ func TestBrokenPluginListed(t *testing.T) {
 		if !strings.Contains(failed, w) {
 			t.Errorf("the failure lacks %q:\n%s", w, failed)
 		}
+	}
+}
+
+// DBChatMessage answers from the chat's stored messages, the call's own
+// chat only: a filter without a chat key sees it, a filter naming another
+// chat (which has messages) finds none.
+func TestDBChatMessage(t *testing.T) {
+	data := testutil.DataDir(t)
+	run := func(chat, code string) testutil.Result {
+		r := testutil.RunNekro(t, []byte(code), "exec", "--data", data, "--plugin-dir", "testdata/surface", "--chat", chat, "-")
+		if r.Code != 0 {
+			t.Fatalf("exec in %s: %+v", chat, r)
+		}
+		return r
+	}
+	run("onebot_v11-group_999", "note('elsewhere')\n")
+	r := run("onebot_v11-group_123", "note('one')\nnote('two')\nnote('three')\nprint(messages('onebot_v11-group_999'))\n")
+	want := "{'newest': [['three', '-1', 'onebot_v11-group_123', 'group'], ['two', '-1', 'onebot_v11-group_123', 'group']], " +
+		"'unfiltered': ['one', 'two', 'three'], 'since': 3, 'other': 0}"
+	if !strings.Contains(r.Stdout, want) {
+		t.Errorf("output lacks %s:\n%s", want, r.Stdout)
 	}
 }

@@ -85,3 +85,19 @@ async def use_qdrant(_ctx: AgentCtx) -> str:
     except Exception as e:  # noqa: BLE001
         return "%s: %s" % (type(e).__name__, e)
     return "no error"
+
+
+@plugin.mount_sandbox_method(SandboxMethodType.TOOL, name="note")
+async def note(_ctx: AgentCtx, text: str) -> str:
+    await _ctx.push_system(text)
+    return "noted"
+
+
+@plugin.mount_sandbox_method(SandboxMethodType.TOOL, name="messages")
+async def messages(_ctx: AgentCtx, other: str) -> dict:
+    """The chat's stored messages as the reference's plugins query them."""
+    newest = await DBChatMessage.filter(chat_key=_ctx.chat_key).order_by("-id").limit(2)
+    since = await DBChatMessage.filter(send_timestamp__gte=0).count()
+    return {"newest": [(m.content_text, m.sender_id, m.chat_key, m.chat_type) for m in newest],
+            "unfiltered": [m.content_text for m in await DBChatMessage.all()], "since": since,
+            "other": await DBChatMessage.filter(chat_key=other).count()}

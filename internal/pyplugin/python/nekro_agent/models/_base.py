@@ -10,6 +10,7 @@ and why: the plugin loads, and only that call fails.
 from __future__ import annotations
 
 import datetime
+import inspect
 from typing import Any, Callable, Dict, List, Optional
 
 from nekro_agent import _unavailable
@@ -55,8 +56,11 @@ class Query:
     def select_related(self, *_a: Any) -> "Query":
         return self
 
-    def _rows(self) -> List[Any]:
-        rows = [r for r in self._source() if all(_match(r, k, v) for k, v in self._filters.items())]
+    async def _rows(self) -> List[Any]:
+        source = self._source()
+        if inspect.isawaitable(source):  # rows nekro sends (DBChatMessage)
+            source = await source
+        rows = [r for r in source if all(_match(r, k, v) for k, v in self._filters.items())]
         for f in reversed(self._order):
             key = f.lstrip("-")
             rows.sort(key=lambda r: getattr(r, key, None) or 0, reverse=f.startswith("-"))
@@ -64,23 +68,23 @@ class Query:
         return rows if self._limit is None else rows[:self._limit]
 
     async def all(self) -> List[Any]:
-        return self._rows()
+        return await self._rows()
 
     async def first(self) -> Optional[Any]:
-        rows = self._rows()
+        rows = await self._rows()
         return rows[0] if rows else None
 
     async def count(self) -> int:
-        return len(self._rows())
+        return len(await self._rows())
 
     async def exists(self) -> bool:
-        return bool(self._rows())
+        return bool(await self._rows())
 
     async def values(self, *fields: str) -> List[Dict[str, Any]]:
-        return [{f: getattr(r, f, None) for f in fields} for r in self._rows()]
+        return [{f: getattr(r, f, None) for f in fields} for r in await self._rows()]
 
     async def values_list(self, *fields: str, flat: bool = False) -> List[Any]:
-        rows = self._rows()
+        rows = await self._rows()
         if flat and len(fields) == 1:
             return [getattr(r, fields[0], None) for r in rows]
         return [tuple(getattr(r, f, None) for f in fields) for r in rows]
@@ -96,7 +100,7 @@ class Query:
 
     def __aiter__(self):
         async def gen():
-            for r in self._rows():
+            for r in await self._rows():
                 yield r
 
         return gen()
