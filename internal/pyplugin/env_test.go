@@ -81,7 +81,8 @@ async def ` + name + `_version(_ctx: AgentCtx) -> str:
 // declares it in requirements.txt, the other in pyproject.toml, a third
 // asks dynamic_import_pkg at import), the
 // system Python gets neither, the environments are reused at the next
-// start, and a requirement the index cannot satisfy is reported with the
+// start, nekro-agent (which real plugins declare) is nekro's own
+// embedded package, never installed, and a requirement the index cannot satisfy is reported with the
 // plugin and the package named while the other plugin still works.
 func TestConflictingRequirementsSideBySide(t *testing.T) {
 	if err := exec.Command("/usr/bin/python3", "-c", "import conflictpkg").Run(); err == nil {
@@ -90,11 +91,11 @@ func TestConflictingRequirementsSideBySide(t *testing.T) {
 	wheels, plugins := t.TempDir(), t.TempDir()
 	writeVersionWheel(t, wheels, "conflictpkg", "1.0")
 	writeVersionWheel(t, wheels, "conflictpkg", "2.0")
-	writeVersionPlugin(t, plugins, "conflict_a", "import conflictpkg", map[string]string{"requirements.txt": "# A's\nconflictpkg==1.0\n"})
+	writeVersionPlugin(t, plugins, "conflict_a", "import conflictpkg", map[string]string{"requirements.txt": "# A's\nconflictpkg==1.0\nNekro_Agent\n"})
 	writeVersionPlugin(t, plugins, "conflict_b", "import conflictpkg", map[string]string{"pyproject.toml": `[project]
 name = "conflict-b"
 version = "1"
-dependencies = ["conflictpkg==2.0"]
+dependencies = ["conflictpkg==2.0", "nekro-agent>=2.0.0"]
 `})
 	writeVersionPlugin(t, plugins, "conflict_c", `conflictpkg = dynamic_import_pkg("conflictpkg==1.0")`, nil)
 	data := testutil.DataDir(t)

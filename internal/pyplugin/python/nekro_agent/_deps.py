@@ -77,8 +77,8 @@ def read_requirements(path: str) -> list:
             if not isinstance(deps, list):
                 raise RequirementError("%s: [project] dependencies is not a list" % f)
             for d in deps:
-                _requirement(str(d), f)
-                out.append(str(d).strip())
+                if not _provided(_requirement(str(d), f)):
+                    out.append(str(d).strip())
             continue
         with open(f, encoding="utf-8") as fh:
             for n, line in enumerate(fh, 1):
@@ -90,9 +90,21 @@ def read_requirements(path: str) -> list:
                     # operator's index or outside the plugin: refused.
                     raise RequirementError("%s:%d: pip options are not accepted in a plugin's requirements "
                                            "(packages come from nekro's --python-index): %s" % (f, n, line), line)
-                _requirement(line, "%s:%d" % (f, n))
-                out.append(line)
+                if not _provided(_requirement(line, "%s:%d" % (f, n))):
+                    out.append(line)
     return out
+
+
+# Distributions nekro provides itself: the plugin's own framework, which
+# plugins list as a dependency (nekro-agent>=2.0.0) and nekro embeds
+# (this package); installing it from an index would shadow it.
+PROVIDED = {"nekro-agent"}
+
+
+def _provided(req) -> bool:
+    import re
+
+    return re.sub(r"[-_.]+", "-", req.name).lower() in PROVIDED
 
 
 def make_venv(env_dir: str, python: str) -> None:
