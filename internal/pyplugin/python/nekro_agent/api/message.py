@@ -1,6 +1,8 @@
 """Sending to a chat: text, images and files (sandbox paths or URLs)."""
 from __future__ import annotations
 
+from typing import Optional
+
 from nekro_agent import _link
 
 
@@ -33,15 +35,18 @@ def _sandbox_path(path, ctx):
     return ctx.fs.forward_file(p)
 
 
-async def send_text(chat_key: str, message: str, ctx=None, *, record: bool = True) -> None:
+async def send_text(chat_key: str, message: str, ctx=None, *, record: bool = True, ref_msg_id: Optional[str] = None) -> None:
+    """Send text to the chat as the assistant. ref_msg_id (the message it
+    answers, which the reference's platforms quote) is accepted and not
+    used: nekro sends without quoting."""
     await _send("text", chat_key, message, ctx, record)
 
 
-async def send_image(chat_key: str, image_path: str, ctx=None, *, record: bool = True) -> None:
+async def send_image(chat_key: str, image_path: str, ctx=None, *, record: bool = True, ref_msg_id: Optional[str] = None) -> None:
     await _send("image", chat_key, image_path, ctx, record)
 
 
-async def send_file(chat_key: str, file_path: str, ctx=None, *, record: bool = True) -> None:
+async def send_file(chat_key: str, file_path: str, ctx=None, *, record: bool = True, ref_msg_id: Optional[str] = None) -> None:
     await _send("file", chat_key, file_path, ctx, record)
 
 
