@@ -121,6 +121,9 @@ type Reloader interface {
 	// Reload loads the plugin with key again and swaps it in
 	// (SwapPlugin); calls in flight finish on the old version.
 	Reload(ctx context.Context, key string) error
+	// Reloadable reports whether Reload can load the plugin with key
+	// (it was loaded from files).
+	Reloadable(key string) bool
 }
 
 // ErrNotReloadable is ReloadPlugin's error for a plugin that is not
@@ -134,6 +137,15 @@ func (h *Host) SetReloader(r Reloader) {
 	h.reloadMu.Lock()
 	h.reloader = r
 	h.reloadMu.Unlock()
+}
+
+// Reloadable reports whether ReloadPlugin can reload the plugin with
+// key (the web UI shows its Reload button then).
+func (h *Host) Reloadable(key string) bool {
+	h.reloadMu.Lock()
+	r := h.reloader
+	h.reloadMu.Unlock()
+	return r != nil && r.Reloadable(key)
 }
 
 // ReloadPlugin loads the plugin with key again from its files (POST

@@ -90,6 +90,11 @@ type reloader struct {
 
 func (r reloader) Reload(ctx context.Context, key string) error { return r.s.Reload(ctx, r.t, key) }
 
+func (r reloader) Reloadable(key string) bool {
+	_, ok := r.s.PathOf(key)
+	return ok
+}
+
 // Reload loads the plugin with key again from its files and swaps it in
 // t; calls in flight finish on the old version.
 func (s *Set) Reload(ctx context.Context, t Target, key string) error {

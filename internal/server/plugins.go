@@ -101,6 +101,9 @@ func (s *Server) plugins(w http.ResponseWriter, r *http.Request) {
 		Methods     []methodView  `json:"methods"`
 		Commands    []commandView `json:"commands"`
 		Config      *configView   `json:"config"`
+		// Reloadable: POST /api/plugins/{key}/reload loads it again
+		// from its files (a Python plugin).
+		Reloadable bool `json:"reloadable,omitempty"`
 	}
 	reg := s.host.Registry()
 	disabled := reg.Disabled()
@@ -109,7 +112,7 @@ func (s *Server) plugins(w http.ResponseWriter, r *http.Request) {
 		m := p.Meta()
 		reason, off := disabled[p.Key()]
 		pv := pluginView{Key: p.Key(), Name: m.Name, Version: m.Version, Description: m.Description, URL: m.URL,
-			Enabled: !off, Disabled: reason, Methods: []methodView{}, Commands: []commandView{}}
+			Enabled: !off, Disabled: reason, Methods: []methodView{}, Commands: []commandView{}, Reloadable: s.host.Reloadable(p.Key())}
 		for _, mi := range pluginhost.Methods(p) {
 			pv.Methods = append(pv.Methods, methodView{Name: mi.Name, Type: mi.Type.String(), Signature: pysig.Signature(mi),
 				Description: mi.Description, Doc: pysig.Doc(mi)})

@@ -850,7 +850,13 @@ function pluginCard(p) {
   };
   show(p.enabled, p.disabled_reason);
   sw.addEventListener("change", () => toggle(p.key, sw, show, swError));
-  card.append(el("header", {}, title, el("label", { className: "switch" }, sw, state)), swError);
+  const header = el("header", {}, title, el("label", { className: "switch" }, sw, state));
+  if (p.reloadable) { // a Python plugin: load it again from its files
+    const btn = el("button", { type: "button", className: "reload", title: "Load the plugin again from its files; calls in flight finish on the old code" }, "Reload");
+    btn.addEventListener("click", () => reloadPlugin(p.key, btn, swError));
+    header.append(btn);
+  }
+  card.append(header, swError);
   if (p.description) card.append(el("p", { className: "description" }, p.description));
   if (/^https?:\/\//i.test(p.url || "")) {
     card.append(el("p", { className: "hint" }, el("a", { href: p.url, rel: "noopener noreferrer", target: "_blank" }, p.url)));
@@ -859,6 +865,22 @@ function pluginCard(p) {
   if (p.commands && p.commands.length) card.append(commandList(p.commands));
   if (p.config) card.append(settingsSection(p.key, p.config));
   return card;
+}
+
+// reloadPlugin loads a Python plugin again (POST .../reload), then shows
+// the list as it is now; a version that does not load leaves the old one
+// serving, and its error is shown on the card.
+async function reloadPlugin(key, btn, errBox) {
+  btn.disabled = true;
+  errBox.textContent = "";
+  try {
+    await api(pluginPath(key, "/reload"), { method: "POST" });
+    await loadPlugins();
+    say(key + " reloaded");
+  } catch (e) {
+    errBox.textContent = "Not reloaded: " + e.message;
+    btn.disabled = false;
+  }
 }
 
 async function toggle(key, sw, show, swError) {
