@@ -28,9 +28,7 @@ func (a *Agent) command(ctx context.Context, in Incoming) (answer string, ok boo
 	if name == "help" {
 		return a.help(in, cmds), true
 	}
-	i := slices.IndexFunc(cmds, func(c pluginhost.CommandInfo) bool {
-		return c.Name == name || slices.Contains(c.Aliases, name)
-	})
+	i := slices.IndexFunc(cmds, func(c pluginhost.CommandInfo) bool { return named(c, name) })
 	if i < 0 {
 		return "", false
 	}
@@ -47,6 +45,20 @@ func (a *Agent) command(ctx context.Context, in Incoming) (answer string, ok boo
 		return fmt.Sprintf("%s%s failed: %v", prefix, name, err), true
 	}
 	return text, true
+}
+
+// named reports whether name names c: its name or an alias, alone or
+// after its plugin's key as the reference addresses plugin commands,
+// "KEY:name" ("tester.mycmds:mycmd"; '-' in the name read as '_'), the
+// namespace:name form Nekro Agent's help and plugins' documents show.
+func named(c pluginhost.CommandInfo, name string) bool {
+	if ns, short, ok := strings.Cut(name, ":"); ok {
+		if c.Plugin == nil || ns != c.Plugin.Key() {
+			return false
+		}
+		name = strings.ReplaceAll(short, "-", "_")
+	}
+	return c.Name == name || slices.Contains(c.Aliases, name)
 }
 
 // commands lists the enabled plugins' chat commands.

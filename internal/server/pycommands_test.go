@@ -16,7 +16,8 @@ var pyCommands = filepath.Join("..", "pyplugin", "testdata", "commands")
 // nekro's command system through a running server: the prefix, Arg
 // parsing (positional, key:value, greedy, range, choices), nekro's
 // permissions for the reference's levels, the execution context, a
-// streamed answer, the store from a command, /help; and no model request
+// streamed answer, the store from a command, /help, a command addressed
+// as plugin-key:name; and no model request
 // is made for any of them.
 func TestPythonPluginCommands(t *testing.T) {
 	e := startEnv(t, func(r llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "the model answered"} },
@@ -57,6 +58,10 @@ func TestPythonPluginCommands(t *testing.T) {
 		{"u1", `/kv.put key:colour value:"sky blue"`, "colour = sky blue"},
 		{"u1", "/kv.get colour", "colour is sky blue"},
 		{"u1", "/mycmd_callback", "called back"},
+		// The reference's namespace:name form: the plugin's key first.
+		{"u1", "/tester.mycmds:mycmd 3", "3 x 2 = 6 for Ann u1 (u1 in onebot_v11-group_7, adapter 'onebot_v11')"},
+		{"u1", "/tester.mycmds:mc 2", "2 x 2 = 4 for Ann u1 (u1 in onebot_v11-group_7, adapter 'onebot_v11')"},
+		{"u1", "/tester.mycmds:kv.get colour", "colour is sky blue"},
 	} {
 		if got := say(c.user, c.text); got != c.want {
 			t.Errorf("%s as %s: %q, want %q", c.text, c.user, got, c.want)
