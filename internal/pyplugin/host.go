@@ -334,6 +334,7 @@ func (h *host) build(hl *hello) (err error) {
 	}
 	h.plugin, h.hooks = p, hl.Hooks
 	p.OnInit(func(ctx context.Context) error { return h.init(ctx) })
+	p.OnTimer(h.fireTimer) // recurring_timer's jobs (timers.go)
 	p.OnCleanup(func(ctx context.Context) error {
 		if !h.hooks.Cleanup {
 			return nil

@@ -90,6 +90,8 @@ func (h *host) serve(m message) (any, error) {
 			return nil, fmt.Errorf("a method can push only into the chat of its run (%s), not into %s", ctx.ChatKey(), a.ChatKey)
 		}
 		return nil, ctx.PushSystem(a.Text, a.Trigger)
+	case "timer.set", "timer.clear", "timer.list":
+		return h.serveTimer(ctx, m.Op, m.Args)
 	case "chat.messages":
 		// DBChatMessage: the stored messages of the call's own chat,
 		// never another's (the chat is the call's, not an argument).

@@ -119,3 +119,17 @@ func TestDBChatMessage(t *testing.T) {
 		t.Errorf("output lacks %s:\n%s", want, r.Stdout)
 	}
 }
+
+// recurring_timer's jobs are timers of nekro's timer system, kept in its
+// database: created, paused, updated (cron, workday mode), listed,
+// summarised, resumed and deleted from a call; another chat's and the
+// holiday-calendar modes are refused.
+func TestRecurringTimerJobs(t *testing.T) {
+	r := execIn(t, "testdata/surface", "onebot_v11-group_123", "print(cron_demo('onebot_v11-group_999'))\n")
+	want := "{'title': 'News', 'desc': 'morning news', 'status': ['active', 'paused', 'paused', 'active'], " +
+		"'cron': '0 9 * * 1-5', 'mode': 'mon_fri', 'tz': 'Asia/Shanghai', 'listed': [True], 'summary': [1, 0, 0, 0], " +
+		"'next_hour': 1, 'elsewhere': 'HostError', 'cn': 'NotAvailableError', 'after': 0}"
+	if r.Code != 0 || !strings.Contains(r.Stdout, want) {
+		t.Errorf("want %s:\n%+v", want, r)
+	}
+}

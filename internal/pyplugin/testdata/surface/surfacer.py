@@ -4,6 +4,7 @@ at schemas.signal, AgentCtx's platform fields, mount_command, httpx."""
 import asyncio
 
 from nekro_agent.api import core, i18n
+from nekro_agent.api import recurring_timer as rt
 from nekro_agent.api.plugin import Arg, CmdCtl, CommandExecutionContext, CommandPermission, CommandResponse
 from nekro_agent.api.schemas import AgentCtx
 from nekro_agent.core import config as core_config
@@ -101,3 +102,31 @@ async def messages(_ctx: AgentCtx, other: str) -> dict:
     return {"newest": [(m.content_text, m.sender_id, m.chat_key, m.chat_type) for m in newest],
             "unfiltered": [m.content_text for m in await DBChatMessage.all()], "since": since,
             "other": await DBChatMessage.filter(chat_key=other).count()}
+
+
+@plugin.mount_sandbox_method(SandboxMethodType.TOOL, "cron_demo")
+async def cron_demo(_ctx: AgentCtx, other: str) -> dict:
+    """A recurring job's life as the reference's plugins drive it."""
+    job = await rt.create_cron_job(_ctx.chat_key, "30 8 * * *", "morning news", "Asia/Shanghai", title="News")
+    jid = rt.get_job_id(job)
+    paused = await rt.pause_job(jid)
+    updated = await rt.update_job(jid, cron_expr="0 9 * * 1-5", workday_mode="mon_fri")
+    listed = await rt.list_jobs(_ctx.chat_key)
+    total, active, upcoming, recent = await rt.get_job_summary(_ctx.chat_key, 5, 5)
+    resumed = await rt.resume_job(jid)
+    try:
+        await rt.create_cron_job(other, "* * * * *", "x", "UTC")
+        elsewhere = "created"
+    except Exception as e:  # noqa: BLE001
+        elsewhere = type(e).__name__
+    try:
+        await rt.create_cron_job(_ctx.chat_key, "* * * * *", "x", "UTC", workday_mode="cn_workday")
+        cn = "created"
+    except Exception as e:  # noqa: BLE001
+        cn = type(e).__name__
+    await rt.delete_job(jid)
+    after = await rt.list_jobs(_ctx.chat_key)
+    return {"title": job.title, "desc": job.event_desc, "status": [job.status, paused.status, updated.status, resumed.status],
+            "cron": updated.cron_expr, "mode": updated.workday_mode, "tz": job.timezone, "listed": [j.job_id == jid for j in listed],
+            "summary": [total, active, len(upcoming), len(recent)], "next_hour": resumed.next_run_at.hour,
+            "elsewhere": elsewhere, "cn": cn, "after": len(after)}
