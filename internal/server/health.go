@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/nekro-go/nekro/internal/files"
 )
 
 // Health check bounds: a database that takes longer than dbProbeTimeout
@@ -104,31 +104,18 @@ func (s *Server) checkSandbox(ctx context.Context) error {
 	return p.err
 }
 
-// minFreeBytes is the free space the data directory must keep for
-// /healthz to say ok: below it writes (SQLite's WAL, uploads, sandbox
-// files) are about to fail with a full disk.
-const minFreeBytes = 16 << 20
-
-// checkStorage reports a data directory that is full (under minFreeBytes
-// or no free inode left), mounted read-only, or where a small file
-// cannot be written and removed. The answer names the problem, never the
-// directory, whose path goes to the log.
+// checkStorage reports a data directory that is full (under
+// files.MinFreeBytes or no free inode left), mounted read-only, or where
+// a small file cannot be written and removed. The answer names the
+// problem, never the directory, whose path goes to the log.
 func (s *Server) checkStorage() error {
 	root := s.rt.Layout().Root
-	var st unix.Statfs_t
-	if err := unix.Statfs(root, &st); err != nil {
-		s.log.Warn("health check: statfs of the data directory", "dir", root, "err", err)
-		return errors.New("the data directory cannot be examined (see the server's log)")
-	}
-	if st.Flags&unix.ST_RDONLY != 0 {
-		return errors.New("the data directory is on a read-only file system")
-	}
-	free := st.Bavail * uint64(st.Bsize)
-	if free < minFreeBytes {
-		return fmt.Errorf("the data directory's disk is full: %d KiB free, under the %d MiB nekro needs to keep working", free>>10, minFreeBytes>>20)
-	}
-	if st.Files > 0 && st.Ffree == 0 {
-		return errors.New("the data directory's disk has no free inode left: no file can be created")
+	if err := files.CheckSpace(root); err != nil {
+		if !errors.Is(err, files.ErrNoSpace) {
+			s.log.Warn("health check: statfs of the data directory", "dir", root, "err", err)
+			return errors.New("the data directory cannot be examined (see the server's log)")
+		}
+		return err
 	}
 	f, err := os.CreateTemp(root, ".healthz-*")
 	if err == nil {
