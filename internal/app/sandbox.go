@@ -80,6 +80,9 @@ func openRunner(layout files.Layout, rc runtime.Config, sc SandboxConfig, log *s
 		b.Zygotes, b.ZygoteMemory, b.ZygoteIdle, b.Preload = sc.Zygotes, sc.ZygoteMemory, idle, sc.ZygotePreload
 		b.ZygoteErr = func(err error) { log.Warn("a chat's zygote ended: its runs start fresh sandboxes", "err", err) }
 	}
+	if b, ok := r.(*bwrap.Runner); ok && rc.WarmSpares {
+		b.FontCache = true // a server: matplotlib's font cache built once for all its sandboxes
+	}
 	if d, ok := r.(*docker.Runner); ok && d.SeccompProfile == "" {
 		prof, err := seccomp.DockerProfile()
 		if err != nil {

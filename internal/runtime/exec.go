@@ -146,7 +146,7 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 	for {
 		if pr == nil {
 			var err error
-			if pr, err = rt.prepare(ctx, req.ChatKey, limits, methods); err != nil {
+			if pr, err = rt.prepare(ctx, req.ChatKey, limits, methods, false); err != nil {
 				return nil, err
 			}
 		}

@@ -42,10 +42,11 @@ type preparedRun struct {
 // disk. Others (Docker) get a run directory with the stubs and a socket
 // owned by the chat's uid.
 // ctx bounds the start; the run's RPC server lives until the run ends.
+// ahead marks a warm spare's start (sandbox.Spec.Ahead).
 //
 // The chat's volumes stay mounted from here until the sandbox is
 // discarded: its directories are in use (provisioner.hold).
-func (rt *Runtime) prepare(ctx context.Context, chatKey string, limits sandbox.Limits, methods []*pluginhost.MethodInfo) (_ *preparedRun, err error) {
+func (rt *Runtime) prepare(ctx context.Context, chatKey string, limits sandbox.Limits, methods []*pluginhost.MethodInfo, ahead bool) (_ *preparedRun, err error) {
 	rt.provision.hold(chatKey)
 	defer func() {
 		if err != nil {
@@ -99,7 +100,7 @@ func (rt *Runtime) prepare(ctx context.Context, chatKey string, limits sandbox.L
 			"each chat's /app/shared and /app/uploads %d MiB and %d files each (--shared-quota, --shared-inodes)",
 			rt.cfg.PluginDataQuota>>20, rt.cfg.SharedQuota>>20, rt.cfg.SharedInodes),
 	}
-	spec := sandbox.Spec{SharedDir: shared, UploadsDir: uploads, UID: uid, GID: gid, Limits: limits}
+	spec := sandbox.Spec{SharedDir: shared, UploadsDir: uploads, UID: uid, GID: gid, Limits: limits, Ahead: ahead}
 	if cp, ok := rt.runner.(sandbox.ConnPasser); ok && cp.PassesConn() {
 		var conn *os.File
 		if pr.srv, conn, err = rpc.ListenPassed(context.Background(), cfg); err != nil {

@@ -26,7 +26,7 @@ func (rt *Runtime) spawnSpare(chatKey string, limits sandbox.Limits, methods []*
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), spareStartTimeout)
 	defer cancel()
-	pr, err := rt.prepare(ctx, chatKey, limits, methods)
+	pr, err := rt.prepare(ctx, chatKey, limits, methods, true)
 	if err == nil {
 		if p, ok := pr.proc.(sandbox.Preparer); ok {
 			if err = p.Prepare(ctx); err != nil {

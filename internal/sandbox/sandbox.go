@@ -37,6 +37,10 @@ type Spec struct {
 	// backend's default. Ignored where the host cannot switch uids.
 	UID, GID int
 	Limits   Limits
+	// Ahead says the sandbox is started ahead of its run (a warm spare):
+	// the backend may take longer to start it when that makes the chat's
+	// later runs cheaper (bwrap waits for the chat's new zygote).
+	Ahead bool
 }
 
 // ConnPasser is implemented by backends that start the sandbox as their

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -48,25 +49,34 @@ type Runner struct {
 
 	// Zygotes, when above zero, keeps up to that many warm per-chat
 	// zygotes whose pre-forked spares start runs in about a millisecond
-	// (see zygote.go); zero starts a new sandbox for every run.
+	// (see zygote.go), for chats that run often enough to repay one (see
+	// policy.go); zero starts a new sandbox for every run.
 	Zygotes int
-	// ZygoteMemory bounds the zygotes' memory together (their PSS); the
-	// least recently used go first. Default 1 GiB.
+	// ZygoteMemory bounds the zygotes' memory together (their PSS). At
+	// either bound a new zygote replaces only one left unused a while
+	// (policy.go). Default 1 GiB.
 	ZygoteMemory int64
 	// ZygoteIdle stops a zygote unused this long; default 5 minutes.
 	ZygoteIdle time.Duration
-	// Preload lists the modules a zygote imports once for all its runs
-	// (those not installed are skipped); nil means DefaultPreload.
+	// Preload lists the modules a zygote may import once for all its
+	// runs: each zygote imports those its chat's code named (those not
+	// installed are skipped); nil means DefaultPreload.
 	Preload []string
 	// ZygoteErr, when set, hears why a zygote ended on its own (its runs
 	// then start fresh sandboxes until the next one is up).
 	ZygoteErr func(error)
+	// FontCache builds matplotlib's font cache once, at the first start,
+	// and gives it to every later sandbox read-only (fonts.go): worth it
+	// for a long-running server, where many sandboxes import matplotlib.
+	FontCache bool
 
 	removing sync.WaitGroup // groups being removed after their runs
 	zmu      sync.Mutex
 	zygotes  map[string]*zygote // by chat (shared directory)
-	zseen    map[string]time.Time
 	zclosed  bool
+	zchats   chats // recent runs of each chat (policy.go)
+	fontOnce sync.Once
+	fonts    atomic.Pointer[fontCache] // nil until built (fonts.go)
 }
 
 // Close stops the zygotes and waits until the groups of finished runs are
@@ -196,6 +206,12 @@ func fileNames(spec sandbox.Spec) []string {
 
 // Args returns the bwrap command line for spec (without the bwrap path).
 func (r *Runner) Args(spec sandbox.Spec) []string {
+	return r.args(spec, r.fonts.Load())
+}
+
+// args is Args with the font cache fc (nil: none) read from the
+// descriptor after the files'.
+func (r *Runner) args(spec sandbox.Spec, fc *fontCache) []string {
 	l := spec.Limits.WithDefaults()
 	a := systemArgs(l)
 	a = append(a, "--dir", "/app")
@@ -207,6 +223,7 @@ func (r *Runner) Args(spec sandbox.Spec) []string {
 	for i, name := range fileNames(spec) {
 		a = append(a, fileArgs(fdFiles+i, name)...)
 	}
+	a = append(a, fontArgs(fc, fdFiles+len(spec.Files))...)
 	a = append(a, runEnvArgs()...)
 	if len(r.Seccomp) > 0 {
 		a = append(a, "--seccomp", strconv.Itoa(fdSeccomp))
@@ -395,6 +412,7 @@ func (r *Runner) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Process,
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("start sandbox: %w", err)
 	}
+	r.startFontCache()
 	if p := r.fromZygote(ctx, spec); p != nil {
 		return p, nil
 	}
@@ -452,7 +470,16 @@ func (r *Runner) startFresh(ctx context.Context, spec sandbox.Spec) (sandbox.Pro
 		childEnds = append(childEnds, f)
 		extra = append(extra, f)
 	}
-	cmd := exec.Command(bw, r.Args(spec)...)
+	fc := r.fonts.Load()
+	if fc != nil {
+		f, err := memFile("nekro-fontlist", fc.data)
+		if err != nil {
+			return fail(err)
+		}
+		childEnds = append(childEnds, f)
+		extra = append(extra, f)
+	}
+	cmd := exec.Command(bw, r.args(spec, fc)...)
 	cmd.ExtraFiles = extra
 	cmd.SysProcAttr = r.sysProcAttr(spec.UID, spec.GID)
 	cmd.Env = bwrapEnv
@@ -475,6 +502,9 @@ func (r *Runner) startFresh(ctx context.Context, spec sandbox.Spec) (sandbox.Pro
 		return fail(err)
 	}
 	p := &process{Proc: proc, release: goW, ready: readyR, group: group, memory: l.MemoryBytes, removing: &r.removing}
+	if spec.Conn != nil && spec.RunDir == "" {
+		p.noteRun = func(code []byte) { r.noteRun(spec.SharedDir, code) }
+	}
 	if group != nil {
 		// Start joining the group while bwrap and Python start up: on
 		// cgroup v1 the first move waits for an RCU grace period, which
@@ -497,6 +527,7 @@ type process struct {
 	group    *cgroup.Group // nil without cgroups
 	memory   int64
 	removing *sync.WaitGroup
+	noteRun  func(code []byte) // tells the zygote policy of the run; nil: nothing to tell
 
 	joined      chan struct{} // closed when the early move into the group is done
 	prepareOnce sync.Once
@@ -539,6 +570,9 @@ func (p *process) Release(ctx context.Context, code []byte) error {
 	p.release.Close()
 	if err != nil {
 		return fmt.Errorf("release sandbox: %w (did it die while waiting?)", err)
+	}
+	if p.noteRun != nil {
+		p.noteRun(code)
 	}
 	return nil
 }

@@ -2,11 +2,12 @@ package bwrap
 
 // Warm per-chat zygotes (Runner.Zygotes).
 //
-// A chat that runs code again gets a zygote: a bwrap sandbox exactly like a
-// run's (the chat's uid, its /app/shared and /app/uploads, no network, the
-// run's stubs in /app/.nekro) running zygote.py, which has imported the
-// stubs and the heavy libraries (Runner.Preload) once and keeps one spare
-// forked ahead of need. A spare already sits in fresh mount, IPC, PID and
+// A chat that runs code often enough (policy.go) gets a zygote: a bwrap
+// sandbox exactly like a run's (the chat's uid, its /app/shared and
+// /app/uploads, no network, the run's stubs in /app/.nekro) running
+// zygote.py, which has imported the stubs and the heavy libraries its
+// chat's code used (of Runner.Preload) once and keeps one spare forked
+// ahead of need. A spare already sits in fresh mount, IPC, PID and
 // network namespaces with its own /tmp, /dev/shm and /proc, without any
 // capability and under the full seccomp filter; the host sends it the code,
 // the output pipe and the run's RPC connection directly (SCM_RIGHTS), so a
@@ -43,11 +44,12 @@ package bwrap
 // process into the run's group while it waits.
 //
 // Zygotes are bounded: at most Runner.Zygotes, their PSS together at most
-// Runner.ZygoteMemory (least recently used stopped first), each stopped
-// after Runner.ZygoteIdle unused. A zygote serves only specs identical to
-// the one it started with (same chat, uid, limits and stub files): when the
-// stubs change (a plugin enabled or disabled) the next run starts a new
-// one. Whenever no spare is ready, the zygote failed or a spare dies before
+// Runner.ZygoteMemory (a new one replaces only one left unused a while,
+// see policy.go), each stopped after Runner.ZygoteIdle unused. A zygote
+// serves only specs identical to the one it started with (same chat, uid,
+// limits and stub files) and its chat's preloads: when the stubs change
+// (a plugin enabled or disabled) or the chat's code names another heavy
+// module, the next start makes a new one. Whenever no spare is ready, the zygote failed or a spare dies before
 // its code is handed over, the run starts a fresh sandbox as before: a
 // zygote never fails a run.
 
@@ -103,14 +105,23 @@ type zygote struct {
 	cmd  *exec.Cmd
 	ctl  *net.UnixConn
 
+	preload []string // what it imports for its runs
+
 	mu      sync.Mutex
 	ready   bool
 	dead    bool
 	spare   *zspare
 	used    time.Time
+	served  int  // spares handed out
+	inUse   int  // spares handed out whose run has not ended
+	retired bool // stop once inUse is 0 (replaced or evicted)
 	idle    *time.Timer
 	stopped chan struct{}
 	spareCh chan struct{} // a new spare arrived (capacity 1)
+	upCh    chan struct{} // closed once ready or dead
+	upOnce  sync.Once
+	pssVal  int64     // the last measured PSS
+	pssAt   time.Time // when
 }
 
 // zspare is a forked spare the host has been told about.
@@ -126,12 +137,12 @@ func (s *zspare) close() {
 }
 
 // zygoteKey identifies what a zygote serves: everything of the spec but
-// the RPC connection and the time limit.
-func zygoteKey(spec sandbox.Spec) string {
+// the RPC connection and the time limit, and what it preloads.
+func zygoteKey(spec sandbox.Spec, preload []string) string {
 	l := spec.Limits.WithDefaults()
 	l.Timeout = 0
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%d:%d\x00%+v\x00", spec.SharedDir, spec.UploadsDir, spec.UID, spec.GID, l)
+	fmt.Fprintf(h, "%s\x00%s\x00%d:%d\x00%+v\x00%q\x00", spec.SharedDir, spec.UploadsDir, spec.UID, spec.GID, l, preload)
 	names := fileNames(spec)
 	for _, n := range names {
 		fmt.Fprintf(h, "%s\x00%d\x00", n, len(spec.Files[n]))
@@ -141,53 +152,51 @@ func zygoteKey(spec sandbox.Spec) string {
 }
 
 // fromZygote returns a process on the chat's zygote's ready spare, or nil
-// (the caller starts a fresh sandbox). It starts the chat's zygote on its
-// second start within ZygoteIdle. Under nekro serve, whose runtime starts
-// a warm spare after each run, that is the spare after the chat's first
-// run: a chat that has run code once gets a zygote, ready for its third
-// run (about 1 s of CPU and 60 MB, bounded by Zygotes and ZygoteMemory).
+// (the caller starts a fresh sandbox). It starts the chat's zygote once
+// the chat has earned one (policy.go) and there is room; a start ahead of
+// its run (Spec.Ahead: the runtime's warm spare) then waits for the new
+// zygote's first spare rather than paying for a fresh sandbox too, a run
+// does not wait.
 func (r *Runner) fromZygote(ctx context.Context, spec sandbox.Spec) sandbox.Process {
 	if r.Zygotes <= 0 || spec.Conn == nil || spec.RunDir != "" {
 		return nil
 	}
-	key := zygoteKey(spec)
+	earned, preload := r.chatWants(spec.SharedDir)
+	key := zygoteKey(spec, preload)
 	r.zmu.Lock()
 	if r.zclosed {
 		r.zmu.Unlock()
 		return nil
 	}
 	if r.zygotes == nil {
-		r.zygotes, r.zseen = map[string]*zygote{}, map[string]time.Time{}
+		r.zygotes = map[string]*zygote{}
 	}
 	z := r.zygotes[spec.SharedDir]
 	if z != nil && (z.key != key || z.isDead()) {
 		delete(r.zygotes, spec.SharedDir)
-		go z.stop()
+		go z.retire()
 		z = nil
 	}
 	if z == nil {
-		now := time.Now()
-		seen, ok := r.zseen[spec.SharedDir]
-		r.zseen[spec.SharedDir] = now
-		for k, t := range r.zseen {
-			if now.Sub(t) > r.zygoteIdle() {
-				delete(r.zseen, k)
-			}
+		if !earned || !r.makeRoomLocked() {
+			r.zmu.Unlock()
+			return nil
 		}
-		if ok && now.Sub(seen) <= r.zygoteIdle() {
-			r.startZygoteLocked(spec, key)
+		z = r.startZygoteLocked(spec, key, preload)
+		if !spec.Ahead {
+			r.zmu.Unlock()
+			return nil
 		}
-		r.zmu.Unlock()
-		return nil
 	}
 	r.zmu.Unlock()
-	sp := z.take(ctx)
+	sp := z.take(ctx, spec.Ahead)
 	if sp == nil {
 		return nil
 	}
 	conn, err := dupFile(spec.Conn)
 	if err != nil {
 		sp.close()
+		z.finished()
 		return nil
 	}
 	spec.Conn = conn
@@ -201,39 +210,20 @@ func (r *Runner) zygoteIdle() time.Duration {
 	return defaultZygoteIdle
 }
 
-// startZygoteLocked makes room (count and memory, least recently used
-// first) and starts a zygote for spec in the background.
-func (r *Runner) startZygoteLocked(spec sandbox.Spec, key string) {
-	ceiling := r.ZygoteMemory
-	if ceiling <= 0 {
-		ceiling = defaultZygoteMemory
-	}
-	for len(r.zygotes) > 0 {
-		var total int64
-		for _, z := range r.zygotes {
-			total += z.pss()
-		}
-		if len(r.zygotes) < r.Zygotes && total+zygoteEstimate <= ceiling {
-			break
-		}
-		var lru *zygote
-		for _, z := range r.zygotes {
-			if lru == nil || z.lastUsed().Before(lru.lastUsed()) {
-				lru = z
-			}
-		}
-		delete(r.zygotes, lru.chat)
-		go lru.stop()
-	}
+// startZygoteLocked starts a zygote for spec in the background (the
+// caller made room).
+func (r *Runner) startZygoteLocked(spec sandbox.Spec, key string, preload []string) *zygote {
 	files := make(map[string][]byte, len(spec.Files)+1)
 	for n, b := range spec.Files {
 		files[n] = b
 	}
 	files["zygote.py"] = zygotePy
 	spec.Files, spec.Conn = files, nil
-	z := &zygote{r: r, key: key, chat: spec.SharedDir, used: time.Now(), stopped: make(chan struct{}), spareCh: make(chan struct{}, 1)}
+	z := &zygote{r: r, key: key, chat: spec.SharedDir, preload: preload, used: time.Now(),
+		stopped: make(chan struct{}), spareCh: make(chan struct{}, 1), upCh: make(chan struct{})}
 	r.zygotes[spec.SharedDir] = z
 	go z.run(spec)
+	return z
 }
 
 // stopZygotes stops every zygote; later starts make none.
@@ -284,11 +274,43 @@ func (z *zygote) isReady() bool {
 	return z.ready && !z.dead
 }
 
-func (z *zygote) lastUsed() time.Time {
+// evictable reports when the zygote last served and whether another
+// chat's may replace it: it is ready, has served, and has been unused for
+// zygoteEvictIdle.
+func (z *zygote) evictable() (time.Time, bool) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	return z.used
+	return z.used, z.dead || z.ready && z.served > 0 && time.Since(z.used) >= zygoteEvictIdle
 }
+
+// retire stops the zygote once no spare it handed out is in use: a zygote
+// replaced (its chat's stubs or preloads changed) or evicted must not
+// take the runs going on in its spares with it. The caller removed it
+// from the runner's zygotes.
+func (z *zygote) retire() {
+	z.mu.Lock()
+	z.retired = true
+	idle := z.inUse == 0
+	z.mu.Unlock()
+	if idle {
+		z.stop()
+	}
+}
+
+// finished says a spare handed out is no longer in use (its run ended or
+// it was discarded); a retired zygote stops with its last one.
+func (z *zygote) finished() {
+	z.mu.Lock()
+	z.inUse--
+	stop := z.retired && z.inUse == 0
+	z.mu.Unlock()
+	if stop {
+		z.stop()
+	}
+}
+
+// up marks the zygote ready or dead: starts waiting for it go on.
+func (z *zygote) up() { z.upOnce.Do(func() { close(z.upCh) }) }
 
 // spareWait bounds how long a start waits for a running zygote's next
 // spare (it forks in 3-20 ms; a fresh sandbox would take longer).
@@ -296,8 +318,16 @@ const spareWait = 2 * time.Second
 
 // take hands out the zygote's spare, waiting for the one being forked
 // (runs 50 ms apart find it still setting up), and has the zygote fork the
-// next; nil when the zygote is not running.
-func (z *zygote) take(ctx context.Context) *zspare {
+// next; nil when the zygote is not running. With starting, it first
+// waits (bounded by ctx) for a zygote still importing to be ready.
+func (z *zygote) take(ctx context.Context, starting bool) *zspare {
+	if starting {
+		select {
+		case <-z.upCh:
+		case <-ctx.Done():
+			return nil
+		}
+	}
 	timer := time.NewTimer(spareWait)
 	defer timer.Stop()
 	for {
@@ -317,6 +347,10 @@ func (z *zygote) take(ctx context.Context) *zspare {
 	sp := z.spare
 	z.spare = nil
 	z.used = time.Now()
+	if sp != nil {
+		z.served++
+		z.inUse++
+	}
 	if z.idle != nil {
 		z.idle.Reset(z.r.zygoteIdle())
 	}
@@ -325,28 +359,45 @@ func (z *zygote) take(ctx context.Context) *zspare {
 	if sp == nil || dead {
 		if sp != nil {
 			sp.close()
+			z.finished()
 		}
 		return nil
 	}
 	if _, err := z.ctl.Write([]byte("t")); err != nil {
 		sp.close()
+		z.finished()
 		z.stop()
 		return nil
 	}
 	return sp
 }
 
+// pssEvery is how often a zygote's PSS is measured again: reading every
+// zygote's smaps_rollup at each start cost nekro 3 ms per turn at 50
+// chats (issue 26).
+const pssEvery = 5 * time.Second
+
 // pss is the proportional set size of the zygote's process tree (bwrap,
-// the zygote and its waiting spares), 0 until it runs.
+// the zygote and its waiting spares) as last measured, zygoteEstimate
+// until it is ready.
 func (z *zygote) pss() int64 {
 	if !z.isReady() || z.cmd == nil || z.cmd.Process == nil {
 		return zygoteEstimate
+	}
+	z.mu.Lock()
+	v, at := z.pssVal, z.pssAt
+	z.mu.Unlock()
+	if !at.IsZero() && time.Since(at) < pssEvery {
+		return v
 	}
 	root := z.cmd.Process.Pid
 	var total int64
 	for _, p := range append([]int{root}, cgroup.Descendants(root)...) {
 		total += smapsPss(p)
 	}
+	z.mu.Lock()
+	z.pssVal, z.pssAt = total, time.Now()
+	z.mu.Unlock()
 	return total
 }
 
@@ -369,6 +420,7 @@ func smapsPss(pid int) int64 {
 // stop ends the zygote and every spare it forked (they live in its PID
 // namespace).
 func (z *zygote) stop() {
+	defer z.up()
 	z.mu.Lock()
 	z.dead = true
 	sp := z.spare
@@ -467,15 +519,24 @@ func (z *zygote) serve(spec sandbox.Spec) error {
 		extra = append(extra, f)
 		a = append(a, fileArgs(6+i, name)...)
 	}
+	if fc := z.r.fonts.Load(); fc != nil {
+		f, err := memFile("nekro-fontlist", fc.data)
+		if err != nil {
+			return err
+		}
+		closeAfter = append(closeAfter, f)
+		a = append(a, fontArgs(fc, 3+len(extra))...)
+		extra = append(extra, f)
+	}
 	a = append(a, runEnvArgs()...)
 	a = append(a, "--chdir", "/app", "--cap-drop", "ALL",
 		"--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP", "--cap-add", "CAP_NET_ADMIN", "--remount-ro", "/")
 	if l.Network {
 		a = shareNet(a)
 	}
-	preload := z.r.Preload
+	preload := z.preload
 	if preload == nil {
-		preload = DefaultPreload
+		preload = []string{}
 	}
 	cfg, _ := json.Marshal(map[string]any{
 		"memory": l.MemoryBytes, "file": l.FileBytes, "processes": l.Processes, "tmp": l.TmpBytes,
@@ -562,6 +623,9 @@ func (z *zygote) serve(spec sandbox.Spec) error {
 		}
 		dead := z.dead
 		z.mu.Unlock()
+		if msg.Ready {
+			z.up()
+		}
 		if old != nil {
 			old.close()
 		}
@@ -635,6 +699,7 @@ type zproc struct {
 	group       *cgroup.Group
 
 	fresh    sandbox.Process
+	doneOnce sync.Once // the zygote hears once that this spare is no longer in use
 	released time.Time
 	out      *sandbox.CappedBuffer
 	outR     *os.File
@@ -733,6 +798,7 @@ func (p *zproc) Release(ctx context.Context, code []byte) error {
 		}
 		return p.fresh.Release(ctx, code)
 	}
+	p.r.noteRun(p.spec.SharedDir, code)
 	return nil
 }
 
@@ -818,7 +884,11 @@ func (p *zproc) killSpare() {
 	p.sp.close()
 	p.signal()
 	p.removeGroup()
+	p.done()
 }
+
+// done tells the zygote this spare is no longer in use.
+func (p *zproc) done() { p.doneOnce.Do(p.z.finished) }
 
 func (p *zproc) signal() {
 	if p.run != nil {
@@ -841,6 +911,7 @@ func (p *zproc) Kill() {
 			p.spec.Conn.Close()
 			p.closePidfds()
 			p.removeGroup()
+			p.done()
 		}
 	})
 }
@@ -906,6 +977,7 @@ func (p *zproc) Wait(ctx context.Context, timeout time.Duration) (*sandbox.Outco
 	p.outR.Close()
 	p.sp.close()
 	p.closePidfds()
+	p.done()
 	o.Output, o.Cut = p.out.String(), p.out.Cut()
 	o.ExitCode = code
 	if code < 0 || o.TimedOut || o.Cancelled {

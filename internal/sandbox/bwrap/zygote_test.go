@@ -101,6 +101,7 @@ print(json.dumps({
     "linewidth": matplotlib.rcParams["lines.linewidth"],
     "leaky": "leaky" in sys.modules, "LEAK": hasattr(json, "LEAK"), "global": "LEAKED_GLOBAL" in globals(),
     "tmp": sorted(os.listdir("/tmp")), "shm": sorted(os.listdir("/dev/shm")),
+    "mpl": sorted(os.listdir("/tmp/.matplotlib")) if os.path.isdir("/tmp/.matplotlib") else [],
     "pids": sorted(p for p in os.listdir("/proc") if p.isdigit()),
     "fds": sorted(fd + " " + target for fd in os.listdir("/proc/self/fd") if int(fd) > 4
         for target in [os.path.realpath("/proc/self/fd/" + fd)] if os.path.exists("/proc/self/fd/" + fd)),
@@ -114,6 +115,7 @@ print(json.dumps({
 		Linewidth           float64
 		Leaky, LEAK, Global bool
 		Tmp, Shm, Pids, Fds []string
+		Mpl                 []string
 		Threads             int
 		Unix, TCP           bool
 		Rand                int
@@ -125,8 +127,15 @@ print(json.dumps({
 	if got.Precision != 8 || got.Linewidth == 9 || got.Leaky || got.LEAK || got.Global {
 		t.Errorf("module state leaked into the next run: %s", out)
 	}
-	if len(got.Tmp) != 0 || len(got.Shm) != 0 {
+	// /tmp holds nothing but matplotlib's font cache, which nekro gives
+	// every sandbox (fonts.go).
+	if len(got.Tmp) > 1 || len(got.Tmp) == 1 && got.Tmp[0] != ".matplotlib" || len(got.Shm) != 0 {
 		t.Errorf("files leaked: /tmp %v, /dev/shm %v", got.Tmp, got.Shm)
+	}
+	for _, f := range got.Mpl {
+		if !strings.HasPrefix(f, "fontlist-") {
+			t.Errorf("files leaked: /tmp/.matplotlib %v", got.Mpl)
+		}
 	}
 	if fmt.Sprint(got.Pids) != "[1]" || got.Threads != 1 {
 		t.Errorf("processes or threads leaked, or others are visible: pids %v, threads %d", got.Pids, got.Threads)
@@ -317,5 +326,68 @@ print(json.dumps(state))
 	t.Logf("faults before the run: drawing chat %d, other %d", drew, plain)
 	if drew-plain < 1500 {
 		t.Errorf("the drawing chat's spare copied %d pages before its run, the other chat's %d: no chart rehearsed", drew, plain)
+	}
+}
+
+// zygoteRun is the first line of the runs below: whether the run comes
+// from a zygote (its __main__ is zygote.py), and whether numpy was loaded
+// before its code imported anything. It names no heavy module itself.
+const zygoteRun = "import sys as _s; print('ZYGOTE' if hasattr(_s.modules['__main__'], '_spare') else 'FRESH', ('num' + 'py') in _s.modules)\n"
+
+// A chat's zygote imports only the heavy modules its chat's code named: a
+// chat that never named numpy gets a zygote without it (an interpreter's
+// start, not numpy's and matplotlib's imports), and once its code names
+// numpy, its zygote is started again with numpy loaded.
+func TestZygotePreloadsOnlyWhatItsChatUsed(t *testing.T) {
+	s := testutil.Serve(t, testutil.DataDir(t), "tok")
+	until := func(want string) {
+		t.Helper()
+		var out string
+		for i := 0; i < 80; i++ {
+			if out, _ = execAPI(t, s, "light", zygoteRun); strings.HasPrefix(out, want) {
+				return
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		t.Fatalf("runs in light never printed %q: last %q\n%s", want, out, s.Logs.String())
+	}
+	until("ZYGOTE False")
+	if out, stop := execAPI(t, s, "light", "import numpy\nprint(numpy.arange(3).sum())"); stop != "NORMAL" || !strings.Contains(out, "3") {
+		t.Fatalf("numpy in a zygote without it: %s %s", stop, out)
+	}
+	until("ZYGOTE True")
+}
+
+// matplotlib's font cache is built once and given to every sandbox: a
+// fresh run's and a zygote spare's matplotlib (in a zygote that did not
+// import it) use it instead of building their own (fc-list, every font).
+func TestSandboxesShareMatplotlibFontCache(t *testing.T) {
+	s := testutil.Serve(t, testutil.DataDir(t), "tok")
+	// The module's name is built so that the chat's zygote does not
+	// preload matplotlib: the spare's own import must find the cache.
+	const probe = `
+import importlib, logging, sys
+logging.basicConfig(level=logging.DEBUG, stream=sys.stdout, format="%(message)s")
+importlib.import_module("matplot" + "lib.font_manager")
+`
+	seen := map[string]bool{}
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) && !(seen["FRESH"] && seen["ZYGOTE"]) {
+		out, stop := execAPI(t, s, "fonts", zygoteRun+probe)
+		if stop != "NORMAL" {
+			t.Fatalf("run ended %s: %s", stop, out)
+		}
+		kind, _, _ := strings.Cut(out, " ")
+		if strings.Contains(out, "Using fontManager instance from /tmp/.matplotlib/fontlist-") {
+			seen[kind] = true
+		} else if seen[kind] {
+			// Once the cache exists every sandbox has it (a zygote
+			// starts after it: the chat's first runs are fresh).
+			t.Errorf("a %s run built its own font cache: %.3000s", kind, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !seen["FRESH"] || !seen["ZYGOTE"] {
+		t.Fatalf("font cache used by: %v", seen)
 	}
 }
