@@ -82,6 +82,11 @@ type LoadResult struct {
 	// The baseline: `python -c pass` as a bare child process, its wall
 	// time and CPU (user+system), timed before, during and after the load.
 	BareWall, BareCPU stats.Stats
+	// FirstRun is a new chat's first run of `pass` through POST
+	// /api/chats/{chat}/exec (its uid, volumes and sandbox), wall time,
+	// each timed alternately with a bare `python -c pass` (FirstBare)
+	// once the load is over.
+	FirstRun, FirstBare stats.Stats
 	// Idle: after the idle wait (zero when not asked for).
 	IdleProcs              int
 	IdlePSS                int64
@@ -171,6 +176,9 @@ func Load(ctx context.Context, w io.Writer, cfg app.Config, opt LoadOptions) (*L
 		}
 		pass.EndVolumes, pass.EndLoops = srv.App.Runtime.MountedVolumes()
 		res.Passes = append(res.Passes, pass)
+	}
+	if err := firstRuns(ctx, c, smp, res); err != nil {
+		return nil, err
 	}
 	for range 5 {
 		if err := smp.bare(); err != nil {
@@ -273,6 +281,36 @@ func loadPass(ctx context.Context, c *loadClient, smp *sampler, opt LoadOptions,
 	return pass, nil
 }
 
+// firstRunRounds is how many new chats' first runs firstRuns times.
+const firstRunRounds = 9
+
+// firstRuns times new chats' first runs through the API against bare
+// interpreters, alternately, so that both meet the same machine.
+func firstRuns(ctx context.Context, c *loadClient, smp *sampler, res *LoadResult) error {
+	var run, bare []time.Duration
+	for i := range firstRunRounds {
+		cmd := exec.Command(smp.python, "-c", "pass")
+		t := time.Now()
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("baseline %s -c pass: %w", smp.python, err)
+		}
+		bare = append(bare, time.Since(t))
+		t = time.Now()
+		resp, err := c.do(ctx, "POST", fmt.Sprintf("/api/chats/first-%02d/exec", i), map[string]string{"code": "pass", "user_id": "bench"})
+		if err != nil {
+			return fmt.Errorf("first run: %w", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		run = append(run, time.Since(t))
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"NORMAL"`)) {
+			return fmt.Errorf("first run: %d %s", resp.StatusCode, body)
+		}
+	}
+	res.FirstRun, res.FirstBare = stats.Summarize(run), stats.Summarize(bare)
+	return nil
+}
+
 // settle waits until the process tree uses less than 20 ms of CPU in a
 // second (at most 30 s) and returns what it used since the sample whose
 // CPU was from.
@@ -324,6 +362,9 @@ func report(w io.Writer, cfg app.Config, opt LoadOptions, res *LoadResult) {
 		fmt.Fprintf(w, "    volumes mounted at the end %d, loop devices bound to them %d\n", p.EndVolumes, p.EndLoops)
 		fmt.Fprintf(w, "    messages lost: %d, answered twice: %d\n", p.Lost, p.Twice)
 	}
+	fmt.Fprintf(w, "  a new chat's first run of pass through POST /api/chats/{chat}/exec (uid, volumes, sandbox): p50 %s max %s wall,"+
+		" %s of a bare `python3 -c pass` timed alternately (p50 %s, %d each)\n",
+		msf(res.FirstRun.P50), msf(res.FirstRun.Max), stats.Ratio(res.FirstRun.P50, res.FirstBare.P50), msf(res.FirstBare.P50), res.FirstRun.N)
 	if opt.Idle > 0 {
 		fmt.Fprintf(w, "  after the idle time (%s): %d processes, PSS %s; volumes mounted %d, loop devices %d\n",
 			opt.Idle, res.IdleProcs, mib(res.IdlePSS), res.IdleVolumes, res.IdleLoops)

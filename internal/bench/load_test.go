@@ -43,7 +43,10 @@ func TestLoadSmall(t *testing.T) {
 	if p.CPU <= 0 || p.Settled < p.CPU || p.PeakPSS <= 0 || p.PeakProcs <= 0 || res.BareCPU.N < 10 {
 		t.Fatalf("figures %+v, baseline %+v", p, res.BareCPU)
 	}
-	for _, want := range []string{"turns/s", "p99", "CPU per turn", "peak PSS", "processes peak", "lost: 0, answered twice: 0"} {
+	if res.FirstRun.N == 0 || res.FirstRun.N != res.FirstBare.N || res.FirstRun.P50 <= 0 {
+		t.Fatalf("first runs %+v against bare %+v", res.FirstRun, res.FirstBare)
+	}
+	for _, want := range []string{"turns/s", "p99", "CPU per turn", "peak PSS", "processes peak", "lost: 0, answered twice: 0", "a new chat's first run"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("report lacks %q:\n%s", want, out.String())
 		}
