@@ -85,6 +85,10 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 	msgs, pctx := a.turnPrompt(ctx, view, persona, chatKey, history, claimed, &pluginUse)
 	turn.Context = pctx
 	for i := 1; i <= a.cfg.MaxIterations; i++ {
+		// The reply may be code: its sandbox starts while the model
+		// writes, and the run takes it (no sandbox is started after a
+		// run for a next one that may never come).
+		a.plugins.Prewarm(chatKey, a.cfg.Limits, view.Methods)
 		comp, err := a.router.Route(ctx, "", msgs)
 		turn.Requests++
 		if comp.Group != "" {
@@ -115,7 +119,7 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 		execStart := time.Now()
 		snd := a.chats.Sender(chatKey, turn.ID) // a new budget for every run
 		res, err := a.plugins.Exec(ctx, runtime.ExecRequest{
-			ChatKey: chatKey, UserID: userID, Code: code, Limits: a.cfg.Limits,
+			ChatKey: chatKey, UserID: userID, Code: code, Limits: a.cfg.Limits, Prewarmed: true,
 			Chat: snd, Methods: view.Methods, Model: a.askModel(&pluginUse),
 			History: a.historyOf(chatKey),
 			OnResult: func(m *pluginhost.MethodInfo, result json.RawMessage) {

@@ -3,7 +3,9 @@ package host
 import (
 	"context"
 
+	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/runtime"
+	"github.com/nekro-go/nekro/internal/sandbox"
 )
 
 // Exec runs code in the chat's sandbox through the runtime, the plugins
@@ -24,4 +26,14 @@ func (h *Host) Exec(ctx context.Context, req runtime.ExecRequest) (*runtime.Exec
 		req.Chat = screenedSender{ChatSender: req.Chat, h: h, chatKey: req.ChatKey}
 	}
 	return h.rt.Exec(ctx, req)
+}
+
+// Prewarm has the runtime start a sandbox for chatKey's next run
+// (runtime.Prewarm) with the methods Exec would give it: methods, or
+// every enabled plugin's when nil.
+func (h *Host) Prewarm(chatKey string, limits sandbox.Limits, methods []*pluginhost.MethodInfo) {
+	if methods == nil {
+		methods = h.registry.Methods()
+	}
+	h.rt.Prewarm(chatKey, limits, methods)
 }

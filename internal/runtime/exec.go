@@ -49,6 +49,10 @@ type ExecRequest struct {
 	// enabled, and one a dynamic plugin replaced since the run started
 	// still answers as the run's own. Nil: Methods answer as given.
 	Plugins Plugins
+	// Prewarmed says the caller called Prewarm for this run (with the
+	// same limits and methods), and will again before any next run: no
+	// spare is started after it.
+	Prewarmed bool
 }
 
 // Plugins is what a run's calls are checked against while it runs: the
@@ -127,7 +131,7 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 	methods := req.Methods
 	var pr *preparedRun
 	if rt.spares != nil {
-		pr = rt.spares.take(spareKey(req.ChatKey, limits, methods))
+		pr = rt.spares.take(ctx, spareKey(req.ChatKey, limits, methods))
 	}
 	warm := pr != nil
 	defer func() {
@@ -135,7 +139,7 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 			pr.discard()
 		}
 	}()
-	if rt.spares != nil {
+	if rt.spares != nil && !req.Prewarmed {
 		// The next run in this chat finds a sandbox already started,
 		// started spareDelay after this one's result is returned.
 		defer rt.bg.Go(func() {

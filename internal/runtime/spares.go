@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nekro-go/nekro/internal/keys"
 	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/sandbox"
 )
@@ -40,6 +41,22 @@ func (rt *Runtime) spawnSpare(chatKey string, limits sandbox.Limits, methods []*
 		return
 	}
 	rt.spares.put(key, pr)
+}
+
+// Prewarm starts a sandbox for chatKey's next run, with the limits and
+// methods that run will have, unless one is already waiting or starting.
+// A caller that knows a run may come soon calls it: the agent, when it
+// asks the model for a reply that may be code, so the sandbox starts
+// while the model writes. The run then takes it, waiting for it if it is
+// still starting, instead of starting one of its own; a run whose caller
+// prewarmed it (ExecRequest.Prewarmed) starts no spare after it, so no
+// sandbox is started for a run that never comes.
+func (rt *Runtime) Prewarm(chatKey string, limits sandbox.Limits, methods []*pluginhost.MethodInfo) {
+	if rt.spares == nil || keys.Scope("chat", chatKey) != nil {
+		return
+	}
+	limits = rt.limits(limits)
+	rt.bg.Go(func() { rt.spawnSpare(chatKey, limits, methods) })
 }
 
 // DiscardSpares ends the warm sandboxes of chatKey, e.g. when the chat is
@@ -83,10 +100,17 @@ func spareKey(chatKey string, l sandbox.Limits, methods []*pluginhost.MethodInfo
 type spares struct {
 	mu       sync.Mutex
 	byKey    map[string]*spare
-	starting map[string]bool // reserved, not yet put; false once dropChat cancelled it
+	starting map[string]*starting // reserved, not yet put
 	max      int
 	idle     time.Duration
 	closed   bool
+}
+
+// starting is a spare being started: live until dropChat or dropAll
+// cancels it; done is closed when it is put or given up.
+type starting struct {
+	live bool
+	done chan struct{}
 }
 
 // reserve reports whether a spare for key may be started now, and if so
@@ -100,7 +124,7 @@ func (s *spares) reserve(key string) bool {
 	if _, ok := s.byKey[key]; ok {
 		return false // one is already waiting
 	}
-	s.starting[key] = true
+	s.starting[key] = &starting{live: true, done: make(chan struct{})}
 	return true
 }
 
@@ -108,7 +132,10 @@ func (s *spares) reserve(key string) bool {
 func (s *spares) unreserve(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.starting, key)
+	if st := s.starting[key]; st != nil {
+		close(st.done)
+		delete(s.starting, key)
+	}
 }
 
 type spare struct {
@@ -116,21 +143,40 @@ type spare struct {
 	timer *time.Timer
 }
 
-func (s *spares) take(key string) *preparedRun {
+// take returns the spare waiting for key, or nil. A spare still starting
+// is waited for (until ctx ends): it started before this run asked, so it
+// is ready sooner than a sandbox started now would be, and starting both
+// would pay for two.
+func (s *spares) take(ctx context.Context, key string) *preparedRun {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	sp, ok := s.byKey[key]
-	if !ok {
-		return nil
+	for {
+		if sp, ok := s.byKey[key]; ok {
+			delete(s.byKey, key)
+			sp.timer.Stop()
+			s.mu.Unlock()
+			return sp.run
+		}
+		st := s.starting[key]
+		s.mu.Unlock()
+		if st == nil || !st.live {
+			return nil
+		}
+		select {
+		case <-st.done:
+		case <-ctx.Done():
+			return nil
+		}
+		s.mu.Lock()
 	}
-	delete(s.byKey, key)
-	sp.timer.Stop()
-	return sp.run
 }
 
 func (s *spares) put(key string, pr *preparedRun) {
 	s.mu.Lock()
-	live := s.starting[key]
+	st := s.starting[key]
+	live := st != nil && st.live
+	if st != nil {
+		defer close(st.done) // after the spare is in byKey: waiters find it
+	}
 	delete(s.starting, key)
 	if _, dup := s.byKey[key]; s.closed || dup || !live {
 		s.mu.Unlock()
@@ -156,9 +202,9 @@ func (s *spares) put(key string, pr *preparedRun) {
 // dropChat discards the spares of chatKey, also those still starting.
 func (s *spares) dropChat(chatKey string) {
 	s.mu.Lock()
-	for k := range s.starting {
+	for k, st := range s.starting {
 		if strings.HasPrefix(k, chatKey+"\x00") {
-			s.starting[k] = false
+			st.live = false
 		}
 	}
 	var drop []*preparedRun
@@ -186,8 +232,8 @@ func (s *spares) close() {
 // list the methods of a set of plugins that changed).
 func (s *spares) dropAll() {
 	s.mu.Lock()
-	for k := range s.starting {
-		s.starting[k] = false
+	for _, st := range s.starting {
+		st.live = false
 	}
 	var drop []*preparedRun
 	for k, sp := range s.byKey {
