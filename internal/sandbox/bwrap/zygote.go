@@ -6,8 +6,8 @@ package bwrap
 // sandbox exactly like a run's (the chat's uid, its /app/shared and
 // /app/uploads, no network, the run's stubs in /app/.nekro) running
 // zygote.py, which has imported the stubs and the heavy libraries its
-// chat's code used (of Runner.Preload) once and keeps one spare forked
-// ahead of need. A spare already sits in fresh mount, IPC, PID and
+// chat's code used (of Runner.Preload) once and forks a spare whenever
+// one is asked for (the runtime's warm spare is the one ahead of need). A spare already sits in fresh mount, IPC, PID and
 // network namespaces with its own /tmp, /dev/shm and /proc, without any
 // capability and under the full seccomp filter; the host sends it the code,
 // the output pipe and the run's RPC connection directly (SCM_RIGHTS), so a
@@ -118,6 +118,7 @@ type zygote struct {
 	idle    *time.Timer
 	stopped chan struct{}
 	spareCh chan struct{} // a new spare arrived (capacity 1)
+	asked   bool          // a spare was asked for and has not arrived
 	upCh    chan struct{} // closed once ready or dead
 	upOnce  sync.Once
 	pssVal  int64     // the last measured PSS
@@ -316,9 +317,9 @@ func (z *zygote) up() { z.upOnce.Do(func() { close(z.upCh) }) }
 // spare (it forks in 3-20 ms; a fresh sandbox would take longer).
 const spareWait = 2 * time.Second
 
-// take hands out the zygote's spare, waiting for the one being forked
-// (runs 50 ms apart find it still setting up), and has the zygote fork the
-// next; nil when the zygote is not running. With starting, it first
+// take hands out the zygote's spare, asking for one and waiting while it
+// is forked (3-20 ms) when there is none; nil when the zygote is not
+// running. With starting, it first
 // waits (bounded by ctx) for a zygote still importing to be ready.
 func (z *zygote) take(ctx context.Context, starting bool) *zspare {
 	if starting {
@@ -335,7 +336,15 @@ func (z *zygote) take(ctx context.Context, starting bool) *zspare {
 		if z.spare != nil || z.dead || !z.ready {
 			break
 		}
+		ask := !z.asked
+		z.asked = true
 		z.mu.Unlock()
+		if ask {
+			if _, err := z.ctl.Write([]byte("f")); err != nil {
+				z.stop()
+				return nil
+			}
+		}
 		select {
 		case <-z.spareCh:
 		case <-timer.C:
@@ -361,12 +370,6 @@ func (z *zygote) take(ctx context.Context, starting bool) *zspare {
 			sp.close()
 			z.finished()
 		}
-		return nil
-	}
-	if _, err := z.ctl.Write([]byte("t")); err != nil {
-		sp.close()
-		z.finished()
-		z.stop()
 		return nil
 	}
 	return sp
@@ -616,6 +619,7 @@ func (z *zygote) serve(spec sandbox.Spec) error {
 		var old *zspare
 		if msg.Spare > 0 {
 			old, z.spare = z.spare, &zspare{nsPid: msg.Spare, sock: files[0], status: files[1]}
+			z.asked = false
 			select {
 			case z.spareCh <- struct{}{}:
 			default:

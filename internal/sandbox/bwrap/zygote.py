@@ -3,8 +3,8 @@
 # CAP_SYS_ADMIN, CAP_SETPCAP and CAP_NET_ADMIN inside bwrap's user namespace
 # only, nested user namespaces disabled, and seccomp.ZygoteFilter.
 #
-# It imports the run's stubs and the heavy libraries once, then keeps one
-# spare forked ahead of need. A spare is one process, forked into a new PID
+# It imports the run's stubs and the heavy libraries once, then forks a
+# spare each time the host asks for one. A spare is one process, forked into a new PID
 # namespace (the zygote unshares CLONE_NEWPID for its children, forks, and
 # goes back to its own with setns) as its pid 1: it unshares mount, IPC and
 # network namespaces, mounts a fresh tmpfs on /tmp and /dev/shm and its own
@@ -17,7 +17,10 @@
 #
 # The zygote tells the host about each spare (its pid, its socket and the
 # status pipe's read end, by SCM_RIGHTS on the control socket, fd 3) and
-# forks the next one when the host says it took it ("t"). It reaps its
+# forks one each time the host asks ("f"): the host's warm spare, started
+# after a run or while the model writes, is the one ahead of need, so the
+# zygote keeps none of its own (a second spare per chat, forked after
+# each run and left unused at a conversation's end). It reaps its
 # spares and writes the exit status of one that died before it said it was
 # done (see DONE_FD). One fork per spare: a fork of a zygote this size
 # costs 10-40 ms on a VM with slow page-table updates, and a spare used to
@@ -635,18 +638,17 @@ def main():
     ctl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, CTL_FD)
     ctl.sendall(json.dumps({"ready": True}).encode())
     while True:
+        # Wait until the host asks for a spare ("f"), or leaves ("" = EOF).
+        m = ctl.recv(64)
+        if not m:
+            os._exit(0)
+        if m != b"f":
+            continue
         pid, a, status_r = _fork_spare(ctl, own_pid_ns)
         socket.send_fds(ctl, [json.dumps({"spare": pid}).encode()], [a.fileno(), status_r])
         a.close()
         os.close(status_r)
         _reseed()  # for the next spare (numpy seeded itself for the first)
-        # Wait until the host takes this spare ("t"), or leaves ("" = EOF).
-        while True:
-            m = ctl.recv(64)
-            if not m:
-                os._exit(0)
-            if m == b"t":
-                break
 
 
 main()
