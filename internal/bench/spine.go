@@ -390,9 +390,11 @@ func activeChatRows(ctx context.Context, w io.Writer, dataDir, python string, p 
 	first = append(first, d)
 	// Until the chat's zygote is up (about a second of imports), runs
 	// come from fresh sandboxes: wait for it, as a chat in a conversation
-	// has by its third run.
+	// has by its third run. The code names numpy and matplotlib, as a
+	// chat that draws does: its zygote preloads them (bwrap's policy.go).
 	for deadline := time.Now().Add(20 * time.Second); zygotes > 0 && time.Now().Before(deadline); {
-		res, err := rt.Exec(ctx, runtime.ExecRequest{ChatKey: "active", Code: "import sys; print('numpy' in sys.modules)"})
+		res, err := rt.Exec(ctx, runtime.ExecRequest{ChatKey: "active",
+			Code: "import sys; print('numpy' in sys.modules and 'matplotlib.pyplot' in sys.modules)"})
 		if err != nil {
 			return err
 		}
