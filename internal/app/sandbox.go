@@ -31,16 +31,19 @@ type SandboxConfig struct {
 	// DockerArgs are extra `docker run` arguments (e.g. --runtime=runsc).
 	DockerArgs []string
 	// Zygotes, with Runtime.WarmSpares and the bwrap backend, keeps up to
-	// this many warm per-chat zygotes: a chat's runs then start from a
-	// pre-forked, pre-isolated interpreter that has imported the stubs
-	// and ZygotePreload (about 1 ms instead of ~30 ms plus imports). Zero
-	// leaves them off. See internal/sandbox/bwrap/zygote.go.
+	// this many warm per-chat zygotes, for chats that run often enough
+	// to repay one: their runs then start from a pre-forked,
+	// pre-isolated interpreter that has imported the stubs and those of
+	// ZygotePreload the chat's code used (about 1 ms instead of ~30 ms
+	// plus imports). Zero leaves them off. See
+	// internal/sandbox/bwrap/zygote.go and policy.go.
 	Zygotes int
 	// ZygoteMemory bounds the zygotes' memory together (PSS); default
-	// 1 GiB, the least recently used stopped first.
+	// 1 GiB (a new zygote replaces only one unused a while).
 	ZygoteMemory int64
-	// ZygotePreload lists the modules a zygote imports once; nil means
-	// numpy and matplotlib.pyplot (skipped when not installed).
+	// ZygotePreload lists the modules a zygote may import once, each for
+	// chats whose code named it; nil means numpy and matplotlib.pyplot
+	// (skipped when not installed).
 	ZygotePreload []string
 	// UIDs is the range each chat's own sandbox uid comes from when the
 	// backend runs sandboxes as other uids (nekro runs as root); zero

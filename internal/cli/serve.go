@@ -111,7 +111,7 @@ until --shutdown-timeout, then their runs are stopped.`,
 		},
 	}
 	cmd.Flags().IntVar(&zygotes, "zygotes", int(g.envInt("zygotes", 8)),
-		"warm per-chat zygotes kept (runs start in ~1 ms with numpy and matplotlib loaded); 0: a new sandbox per run (env NEKRO_ZYGOTES)")
+		"warm per-chat zygotes kept for chats that run often (runs start in ~1 ms, numpy and matplotlib loaded for chats whose code used them); 0: a new sandbox per run (env NEKRO_ZYGOTES)")
 	cmd.Flags().StringVar(&listen, "listen", envOr("NEKRO_LISTEN", server.DefaultListen), "address to listen on (env NEKRO_LISTEN)")
 	g.define(cmd.Flags(), "llm-base-url")
 	g.define(cmd.Flags(), "llm-model")

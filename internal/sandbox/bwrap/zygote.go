@@ -84,9 +84,10 @@ import (
 //go:embed zygote.py
 var zygotePy []byte
 
-// DefaultPreload is what a zygote imports for its runs when the runner
-// names nothing: numpy and matplotlib's pyplot (about 0.5 s of imports a
-// run would otherwise pay, and most of a chart's time).
+// DefaultPreload is what a zygote may import for its runs when the
+// runner names nothing: numpy and matplotlib's pyplot (about 0.5 s of
+// imports a run would otherwise pay, and most of a chart's time), each
+// only for a chat whose code named it (policy.go).
 var DefaultPreload = []string{"numpy", "matplotlib.pyplot"}
 
 const (
