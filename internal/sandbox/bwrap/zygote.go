@@ -67,7 +67,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -366,16 +365,6 @@ func (z *zygote) take(ctx context.Context, starting bool) *zspare {
 		z.idle.Reset(z.r.zygoteIdle())
 	}
 	dead := z.dead
-	// A chat that draws keeps one spare forked ahead as before: its
-	// spares rehearse a chart once they have waited (zygote.py), which
-	// takes a while on a busy machine; the runtime's spare, taken 5 ms
-	// after a run, then finds one that had the time (at runs a model's
-	// reply apart, 1 s, a spare forked when asked had not finished its
-	// rehearsal on a loaded VM: the chart took 195 ms against 124).
-	ahead := sp != nil && !dead && !z.asked && slices.Contains(z.preload, "matplotlib.pyplot")
-	if ahead {
-		z.asked = true
-	}
 	z.mu.Unlock()
 	if sp == nil || dead {
 		if sp != nil {
@@ -383,9 +372,6 @@ func (z *zygote) take(ctx context.Context, starting bool) *zspare {
 			z.finished()
 		}
 		return nil
-	}
-	if ahead {
-		z.ctl.Write([]byte("f")) // a failure shows at the next take
 	}
 	return sp
 }

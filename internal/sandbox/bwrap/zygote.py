@@ -20,9 +20,7 @@
 # forks one each time the host asks ("f"): the host's warm spare, started
 # after a run or while the model writes, is the one ahead of need, so the
 # zygote keeps none of its own (a second spare per chat, forked after
-# each run and left unused at a conversation's end), but in a chat that
-# draws, where the host asks for the next one as soon as it takes one, so
-# that it has had the time to rehearse a chart. It reaps its
+# each run and left unused at a conversation's end). It reaps its
 # spares and writes the exit status of one that died before it said it was
 # done (see DONE_FD). One fork per spare: a fork of a zygote this size
 # costs 10-40 ms on a VM with slow page-table updates, and a spare used to
