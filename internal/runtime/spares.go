@@ -157,8 +157,9 @@ func (s *spares) take(ctx context.Context, key string) *preparedRun {
 			return sp.run
 		}
 		st := s.starting[key]
+		live := st != nil && st.live
 		s.mu.Unlock()
-		if st == nil || !st.live {
+		if !live {
 			return nil
 		}
 		select {
