@@ -112,3 +112,37 @@ func TestRunInAWarmSpareIsNamedWhenItStarts(t *testing.T) {
 		t.Errorf("the run's plugins see run id %q, the result says %q", got, res.RunID)
 	}
 }
+
+// A prewarmed run (the agent's: Prewarm while the model writes, then the
+// run) takes the sandbox Prewarm started, and no spare is started after
+// it: once the run is done no sandbox of the chat is left.
+func TestPrewarmedRunLeavesNoSpare(t *testing.T) {
+	data := testutil.DataDir(t)
+	rt, err := openRuntime(t, app.Config{DataDir: data, Host: host.Config{Plugins: []*plugin.Plugin{testPlugin()}},
+		Runtime: runtime.Config{WarmSpares: true, Limits: sandbox.Limits{Timeout: 20 * time.Second}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.host.Prewarm("pw", sandbox.Limits{}, nil) // as the agent does, through the host
+	deadline := time.Now().Add(30 * time.Second)
+	for sandboxesOf(data) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := sandboxesOf(data); n != 1 {
+		t.Fatalf("%d sandboxes after Prewarm, want 1", n)
+	}
+	res, err := rt.Exec(context.Background(), runtime.ExecRequest{ChatKey: "pw", Code: "print('ran')", Prewarmed: true})
+	if err != nil || strings.TrimSpace(res.Output) != "ran" {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for sandboxesOf(data) != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A spare after the run would be up well within this second.
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if n := sandboxesOf(data); n != 0 {
+			t.Fatalf("%d sandboxes of the chat after a prewarmed run, want none", n)
+		}
+	}
+}

@@ -118,7 +118,7 @@ type zygote struct {
 	retired bool // stop once inUse is 0 (replaced or evicted)
 	idle    *time.Timer
 	stopped chan struct{}
-	spareCh chan struct{} // a new spare arrived (capacity 1)
+	arrived chan struct{} // closed when a spare arrives, then replaced: wakes every waiter
 	asked   bool          // a spare was asked for and has not arrived
 	upCh    chan struct{} // closed once ready or dead
 	upOnce  sync.Once
@@ -222,7 +222,7 @@ func (r *Runner) startZygoteLocked(spec sandbox.Spec, key string, preload []stri
 	files["zygote.py"] = zygotePy
 	spec.Files, spec.Conn = files, nil
 	z := &zygote{r: r, key: key, chat: spec.SharedDir, preload: preload, used: time.Now(),
-		stopped: make(chan struct{}), spareCh: make(chan struct{}, 1), upCh: make(chan struct{})}
+		stopped: make(chan struct{}), arrived: make(chan struct{}), upCh: make(chan struct{})}
 	r.zygotes[spec.SharedDir] = z
 	go z.run(spec)
 	return z
@@ -337,8 +337,11 @@ func (z *zygote) take(ctx context.Context, starting bool) *zspare {
 		if z.spare != nil || z.dead || !z.ready {
 			break
 		}
+		// Every waiter wakes when a spare arrives; those that find it
+		// taken ask for another.
 		ask := !z.asked
 		z.asked = true
+		arrived := z.arrived
 		z.mu.Unlock()
 		if ask {
 			if _, err := z.ctl.Write([]byte("f")); err != nil {
@@ -347,7 +350,7 @@ func (z *zygote) take(ctx context.Context, starting bool) *zspare {
 			}
 		}
 		select {
-		case <-z.spareCh:
+		case <-arrived:
 		case <-timer.C:
 			return nil
 		case <-ctx.Done():
@@ -621,10 +624,8 @@ func (z *zygote) serve(spec sandbox.Spec) error {
 		if msg.Spare > 0 {
 			old, z.spare = z.spare, &zspare{nsPid: msg.Spare, sock: files[0], status: files[1]}
 			z.asked = false
-			select {
-			case z.spareCh <- struct{}{}:
-			default:
-			}
+			close(z.arrived)
+			z.arrived = make(chan struct{})
 		}
 		dead := z.dead
 		z.mu.Unlock()
