@@ -292,27 +292,8 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if ac.Log == nil {
 		ac.Log = cfg.Log
 	}
-	// The model groups live in the database, seeded by the environment
-	// (NEKRO_LLM_*) until the operator edits them; every request reads
-	// the current ones, so edits need no restart.
-	// Their keys are sealed in the database with a key file of the data
-	// directory: a database dump alone shows none.
-	modelKey, err := models.LoadKey(filepath.Join(a.Layout.Root, models.KeyFile))
-	if err != nil {
+	if err := a.openModels(ctx, cfg, func(m llm.Model) llm.Model { return observedModel{m, a.Metrics} }); err != nil {
 		return nil, err
-	}
-	if a.Models, err = models.Open(ctx, a.DB, models.Options{
-		Client: llm.Config{Timeout: cfg.LLM.Timeout, MaxRetries: cfg.LLM.MaxRetries, RetryBase: cfg.LLM.RetryBase,
-			HTTPClient: cfg.LLM.HTTPClient},
-		Wrap: func(m llm.Model) llm.Model { return observedModel{m, a.Metrics} },
-		Log:  cfg.Log,
-		Key:  modelKey,
-	}); err != nil {
-		return nil, err
-	}
-	a.closers = append(a.closers, func(context.Context) error { return a.Models.Close() })
-	if err := a.Models.Seed(ctx, models.FromConfigs(cfg.LLM, cfg.ModelGroups, cfg.Log)); err != nil {
-		return nil, fmt.Errorf("model groups from the environment: %w", err)
 	}
 	if err := a.openKnowledge(ctx); err != nil {
 		return nil, err
@@ -583,4 +564,32 @@ func (a *App) Close(ctx context.Context) error {
 	}
 	a.closers = nil
 	return errors.Join(errs...)
+}
+
+// openModels opens the model groups. They live in the database, seeded
+// by the environment (NEKRO_LLM_*) until the operator edits them; every
+// request reads the current ones, so edits need no restart. Their keys
+// are sealed in the database with the data directory's models.key: a
+// database dump alone shows none, and every command that asks a model
+// (serve, knowledge) opens them the same way. wrap, when set, wraps
+// every model (serve's metrics).
+func (a *App) openModels(ctx context.Context, cfg Config, wrap func(llm.Model) llm.Model) error {
+	modelKey, err := models.LoadKey(filepath.Join(a.Layout.Root, models.KeyFile))
+	if err != nil {
+		return err
+	}
+	if a.Models, err = models.Open(ctx, a.DB, models.Options{
+		Client: llm.Config{Timeout: cfg.LLM.Timeout, MaxRetries: cfg.LLM.MaxRetries, RetryBase: cfg.LLM.RetryBase,
+			HTTPClient: cfg.LLM.HTTPClient},
+		Wrap: wrap,
+		Log:  cfg.Log,
+		Key:  modelKey,
+	}); err != nil {
+		return err
+	}
+	a.closers = append(a.closers, func(context.Context) error { return a.Models.Close() })
+	if err := a.Models.Seed(ctx, models.FromConfigs(cfg.LLM, cfg.ModelGroups, cfg.Log)); err != nil {
+		return fmt.Errorf("model groups from the environment: %w", err)
+	}
+	return nil
 }

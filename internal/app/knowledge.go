@@ -6,7 +6,6 @@ import (
 
 	"github.com/nekro-go/nekro/internal/knowledge"
 	"github.com/nekro-go/nekro/internal/llm"
-	"github.com/nekro-go/nekro/internal/models"
 	"github.com/nekro-go/nekro/internal/vector"
 	"github.com/nekro-go/nekro/plugin"
 )
@@ -96,16 +95,8 @@ func OpenKnowledge(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err := a.openStore(ctx, cfg); err != nil {
 		return nil, err
 	}
-	if a.Models, err = models.Open(ctx, a.DB, models.Options{
-		Client: llm.Config{Timeout: cfg.LLM.Timeout, MaxRetries: cfg.LLM.MaxRetries, RetryBase: cfg.LLM.RetryBase,
-			HTTPClient: cfg.LLM.HTTPClient},
-		Log: cfg.Log,
-	}); err != nil {
+	if err := a.openModels(ctx, cfg, nil); err != nil {
 		return nil, err
-	}
-	a.closers = append(a.closers, func(context.Context) error { return a.Models.Close() })
-	if err := a.Models.Seed(ctx, models.FromConfigs(cfg.LLM, cfg.ModelGroups, cfg.Log)); err != nil {
-		return nil, fmt.Errorf("model groups from the environment: %w", err)
 	}
 	if err := a.openKnowledge(ctx); err != nil {
 		return nil, err
