@@ -91,7 +91,7 @@ func pythonParses(python string) func(ctx context.Context, src string) bool {
 	return func(ctx context.Context, src string) bool {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, python, "-I", "-c", "import ast, sys\ntry:\n    ast.parse(sys.stdin.read())\nexcept SyntaxError:\n    sys.exit(3)")
+		cmd := exec.CommandContext(ctx, python, "-I", "-S", "-c", "import ast, sys\ntry:\n    ast.parse(sys.stdin.read())\nexcept SyntaxError:\n    sys.exit(3)")
 		cmd.Stdin = strings.NewReader(src)
 		err := cmd.Run()
 		var ee *exec.ExitError

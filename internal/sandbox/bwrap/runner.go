@@ -77,6 +77,9 @@ type Runner struct {
 	zchats   chats // recent runs of each chat (policy.go)
 	fontOnce sync.Once
 	fonts    atomic.Pointer[fontCache] // nil until built (fonts.go)
+	siteOnce sync.Once
+	siteDirs string // what site adds to sys.path, ":"-joined (site.go)
+	siteOK   bool
 }
 
 // Close stops the zygotes and waits until the groups of finished runs are
@@ -238,9 +241,21 @@ func (r *Runner) args(spec sandbox.Spec, fc *fontCache) []string {
 	if spec.Conn != nil {
 		conn = fdConn
 	}
-	return append(a, r.Python, "-I", "-B", "-u", "/app/.nekro/boot.py",
+	// -S skips site, half of the interpreter's start; boot.py adds its
+	// directories and builtins instead (site.go).
+	py := []string{r.Python, "-I", "-B", "-u"}
+	dirs, ok := r.sitePaths()
+	if ok {
+		py = append(py, "-S")
+	}
+	a = append(a, py...)
+	a = append(a, "/app/.nekro/boot.py",
 		strconv.FormatInt(l.MemoryBytes, 10), strconv.FormatInt(l.FileBytes, 10), strconv.Itoa(l.Processes),
 		strconv.Itoa(fdRelease), strconv.Itoa(fdReady), strconv.Itoa(conn))
+	if ok {
+		a = append(a, dirs)
+	}
+	return a
 }
 
 // sharedArgs mounts the chat's shared directory at /app/shared and, over

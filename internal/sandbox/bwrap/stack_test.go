@@ -1,6 +1,7 @@
 package bwrap_test
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -58,5 +59,32 @@ func TestPromptListsInstalledPackages(t *testing.T) {
 	}
 	if strings.Contains(r.Stdout, "Only the Python standard library") {
 		t.Errorf("prompt still says only the standard library")
+	}
+}
+
+// A fresh sandbox's interpreter starts without site (-S, site.go), yet the
+// AI's code sees what site gives: the same sys.path as `python3 -I` on
+// the host (plus nekro's own entries), site's builtins, and packages that
+// only a .pth file used to reach (matplotlib's mpl_toolkits).
+func TestFreshSandboxHasWhatSiteGives(t *testing.T) {
+	want, err := exec.Command("/usr/bin/python3", "-I", "-c", "import sys; print(sys.path)").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := `
+import sys
+print("path", [p for p in sys.path if not p.startswith("/app/")])
+print("builtins", callable(exit), callable(quit), type(help).__name__, "license" in dir(__builtins__))
+import mpl_toolkits.mplot3d, numpy
+print("imports ok")
+`
+	r := testutil.RunNekro(t, []byte(code), "exec", "--data", testutil.DataDir(t), "--chat", "site", "-")
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
+	}
+	for _, line := range []string{"path " + strings.TrimSpace(string(want)), "builtins True True _Helper True", "imports ok"} {
+		if !strings.Contains(r.Stdout, line) {
+			t.Errorf("output lacks %q:\n%s", line, r.Stdout)
+		}
 	}
 }

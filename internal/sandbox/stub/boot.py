@@ -3,7 +3,7 @@
 # as __main__ with the stubs and _ck in its globals. It imports as little
 # as it can: every module here is paid by every run.
 #
-# argv: boot.py MEMORY_BYTES FILE_BYTES PROCESSES RELEASE_FD [READY_FD [CONN_FD]]
+# argv: boot.py MEMORY_BYTES FILE_BYTES PROCESSES RELEASE_FD [READY_FD [CONN_FD [SITE_DIRS]]]
 # RELEASE_FD is 3 (bubblewrap passes a pipe) or 0 (Docker: stdin): the host
 # writes the byte "1" and then the code, and closes it. When READY_FD is
 # given (not -1), boot.py writes one byte to it once it waits for the
@@ -11,6 +11,10 @@
 # given (not -1), is the run's RPC control socket (rpc.ListenPassed); without
 # it the stubs connect to /app/.nekro/rpc.sock. Every other descriptor is
 # closed before the code runs: the code sees only what the host handed it.
+# SITE_DIRS, given when the interpreter was started with -S (bubblewrap's
+# fresh sandboxes: site is half of an interpreter's start), lists with ":"
+# the directories site would have put on sys.path; boot.py adds them and
+# site's builtins (exit, quit, help, ...) itself.
 import sys
 
 
@@ -36,6 +40,27 @@ def _limit():
     del sys.argv[1:]
 
 
+def _site(dirs):
+    """What python -S skipped: site's directories on sys.path, its builtins."""
+    for d in dirs.split(":"):
+        if d and d not in sys.path:
+            sys.path.append(d)
+    import builtins
+    import _sitebuiltins as sb
+
+    eof = "Ctrl-D (i.e. EOF)"
+    builtins.exit = sb.Quitter("exit", eof)
+    builtins.quit = sb.Quitter("quit", eof)
+    builtins.help = sb._Helper()
+    builtins.copyright = sb._Printer("copyright", sys.copyright)
+    builtins.credits = sb._Printer(
+        "credits",
+        "Thanks to CWI, CNRI, BeOpen.com, Zope Corporation and a cast of thousands\n"
+        "    for supporting Python development.  See www.python.org for more information.",
+    )
+    builtins.license = sb._Printer("license", "See https://www.python.org/psf/license/")
+
+
 def _short_traceback(exc, src, filename):
     """The traceback of the AI's own code only: frames of main.py."""
     import linecache
@@ -56,7 +81,10 @@ def _run():
     release_fd = int(sys.argv[4])
     ready_fd = int(sys.argv[5]) if len(sys.argv) > 5 else -1
     conn_fd = int(sys.argv[6]) if len(sys.argv) > 6 else -1
+    site_dirs = sys.argv[7] if len(sys.argv) > 7 else None
     _limit()
+    if site_dirs is not None and sys.flags.no_site:
+        _site(site_dirs)
     sys.path.insert(0, "/app/.nekro")
     import api_caller
 
