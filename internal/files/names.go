@@ -2,12 +2,10 @@ package files
 
 import (
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,33 +57,30 @@ func OpenLayout(dir string) (Layout, error) {
 	return l, nil
 }
 
-// loadNameKey reads root's name key, creating it when missing. Several
-// processes may start at once on a fresh data directory: the key is
-// written to a temporary file and linked into place, so exactly one
-// key wins and everyone reads that one.
+// loadNameKey reads root's name key, creating it when missing (see
+// LoadSecret: processes starting at once agree on one key), unless chat
+// directories named by a lost key exist.
 func loadNameKey(root string) (string, error) {
 	path := filepath.Join(root, NameKeyFile)
-	for range 3 {
-		b, err := os.ReadFile(path)
-		if err == nil {
-			key := strings.TrimSpace(string(b))
-			if _, derr := hex.DecodeString(key); derr != nil || len(key) != 64 {
-				return "", fmt.Errorf("data dir: %s is not 64 hex digits (restore it from a backup; removing it loses every chat's files)", path)
-			}
-			return key, nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("data dir: name key: %w", err)
-		}
+	var refused error
+	secret, err := LoadSecret(path, func() error {
 		if named := keyedChatDirs(root); named != "" {
 			// A new key would orphan every chat's files silently.
-			return "", fmt.Errorf("data dir: %s is missing, but chat directories named by it exist (%s): restore it from a backup of the data directory; a new key would lose every chat's files", path, named)
+			refused = fmt.Errorf("%s is missing, but chat directories named by it exist (%s): restore it from a backup of the data directory; a new key would lose every chat's files", path, named)
+			return refused
 		}
-		if err := createNameKey(root, path); err != nil && !errors.Is(err, fs.ErrExist) {
-			return "", fmt.Errorf("data dir: name key: %w", err)
-		}
+		return nil
+	})
+	if refused != nil {
+		return "", fmt.Errorf("data dir: %w", refused)
 	}
-	return "", fmt.Errorf("data dir: %s keeps vanishing", path)
+	if errors.Is(err, ErrBadSecret) {
+		return "", fmt.Errorf("data dir: %s is not 64 hex digits (restore it from a backup; removing it loses every chat's files)", path)
+	}
+	if err != nil {
+		return "", fmt.Errorf("data dir: name key: %w", err)
+	}
+	return hex.EncodeToString(secret), nil
 }
 
 // keyedChatDirs returns one chat directory (or volume image) named by a
@@ -102,30 +97,6 @@ func keyedChatDirs(root string) string {
 		}
 	}
 	return ""
-}
-
-func createNameKey(root, path string) error {
-	if err := os.MkdirAll(root, 0o711); err != nil {
-		return err
-	}
-	var secret [32]byte
-	rand.Read(secret[:])
-	tmp, err := os.CreateTemp(root, "."+NameKeyFile+"-*") // mode 0600
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.WriteString(hex.EncodeToString(secret[:]) + "\n")
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return os.Link(tmp.Name(), path) // fails with ErrExist when another process won
 }
 
 // adoptLegacy gives dir what a previous version kept at legacy, the

@@ -11,13 +11,11 @@ import (
 	"crypto/cipher"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
+
+	"github.com/nekro-go/nekro/internal/files"
 )
 
 // KeyFile is the data directory's file, mode 0600, holding the key that
@@ -42,45 +40,14 @@ var ErrKeyMismatch = errors.New("a model group's key was sealed with another " +
 // as hex) when missing. Processes starting at once agree on one key: it
 // is written under a temporary name and linked into place.
 func LoadKey(path string) ([]byte, error) {
-	for range 3 {
-		b, err := os.ReadFile(path)
-		if err == nil {
-			key, derr := hex.DecodeString(strings.TrimSpace(string(b)))
-			if derr != nil || len(key) != 32 {
-				return nil, fmt.Errorf("%s is not 64 hex digits (restore it from a backup: the model groups' keys cannot be read without it)", path)
-			}
-			return key, nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("model key file: %w", err)
-		}
-		if err := createKey(path); err != nil && !errors.Is(err, fs.ErrExist) {
-			return nil, fmt.Errorf("model key file: %w", err)
-		}
-	}
-	return nil, fmt.Errorf("model key file %s keeps vanishing", path)
-}
-
-func createKey(path string) error {
-	var secret [32]byte
-	rand.Read(secret[:])
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*") // mode 0600
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.WriteString(hex.EncodeToString(secret[:]) + "\n")
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
+	key, err := files.LoadSecret(path, nil)
+	if errors.Is(err, files.ErrBadSecret) {
+		return nil, fmt.Errorf("%s is not 64 hex digits (restore it from a backup: the model groups' keys cannot be read without it)", path)
 	}
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("model key file: %w", err)
 	}
-	return os.Link(tmp.Name(), path) // ErrExist when another process won
+	return key, nil
 }
 
 // sealer seals and opens keys; a nil one keeps them as they are.
