@@ -32,6 +32,8 @@ package adapter
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -86,6 +88,33 @@ type Router interface {
 type Checker interface {
 	Check(ctx context.Context) []Check
 }
+
+// Querier is implemented by an adapter that answers plugins' read-only
+// questions about a chat (the bot's own account, the group, its members),
+// in the platform's own terms: OneBot v11's get_group_info and the like.
+// A query acts for one chat only, Query.ChatKey, the chat of the run that
+// asks: the adapter refuses an action that is not on its read-only allow
+// list (anything that sends, changes or administers) and parameters that
+// reach beyond that chat (another group, a user outside it), with an
+// error wrapping ErrQueryRefused.
+type Querier interface {
+	Query(ctx context.Context, q Query) (json.RawMessage, error)
+}
+
+// Query is one read-only question of a plugin.
+type Query struct {
+	// ChatKey is the chat the question is asked for (the run's own):
+	// never taken from the plugin.
+	ChatKey string
+	// Action is the platform's name of the question ("get_group_info").
+	Action string
+	// Params are the action's parameters, a JSON object (nil for none).
+	Params json.RawMessage
+}
+
+// ErrQueryRefused is wrapped by a Querier's refusal: an action not on its
+// read-only allow list, or parameters outside the query's chat.
+var ErrQueryRefused = errors.New("query refused")
 
 // Check is one line of `nekro doctor`.
 type Check struct {

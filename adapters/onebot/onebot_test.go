@@ -40,8 +40,9 @@ type action struct {
 
 // sim is one Universal connection of the simulated implementation: it
 // answers get_login_info and the send and upload actions as the
-// specification says, never answers get_group_member_info (the action
-// that times out), and records every action.
+// specification says, answers the read-only group actions for group 200
+// (members 42 and the bot), never answers get_group_member_info in any
+// other group (the action that times out), and records every action.
 type sim struct {
 	t       *testing.T
 	ws      *websocket.Conn
@@ -82,8 +83,36 @@ func (s *sim) loop() {
 		case "get_login_info":
 			data = map[string]any{"user_id": selfID, "nickname": "Nekko"}
 		case "get_group_member_info":
-			s.actions <- a
-			continue // never answered
+			var p struct {
+				GroupID int64 `json:"group_id"`
+				UserID  int64 `json:"user_id"`
+			}
+			json.Unmarshal(a.Params, &p)
+			if p.GroupID != 200 {
+				s.actions <- a
+				continue // never answered
+			}
+			// Group 200 has two members, 42 and the bot.
+			if p.UserID != 42 && p.UserID != selfID {
+				s.reply(a, "failed", 100, nil)
+				s.actions <- a
+				continue
+			}
+			data = map[string]any{"group_id": 200, "user_id": p.UserID, "nickname": fmt.Sprint("member ", p.UserID), "role": "member"}
+		case "get_group_info":
+			var p struct {
+				GroupID int64 `json:"group_id"`
+			}
+			json.Unmarshal(a.Params, &p)
+			data = map[string]any{"group_id": p.GroupID, "group_name": fmt.Sprint("group ", p.GroupID), "member_count": 2, "max_member_count": 200}
+		case "get_group_member_list":
+			data = []map[string]any{{"group_id": 200, "user_id": 42, "nickname": "alice"}, {"group_id": 200, "user_id": selfID, "nickname": "Nekko"}}
+		case "get_stranger_info":
+			var p struct {
+				UserID int64 `json:"user_id"`
+			}
+			json.Unmarshal(a.Params, &p)
+			data = map[string]any{"user_id": p.UserID, "nickname": fmt.Sprint("stranger ", p.UserID), "sex": "unknown", "age": 0}
 		case "send_group_msg", "send_private_msg", "send_msg":
 			if s.holdSends.Load() {
 				s.actions <- a

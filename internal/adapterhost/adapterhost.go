@@ -17,6 +17,7 @@ package adapterhost
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -145,6 +146,29 @@ func Start(adapters []adapter.Adapter, ag *agent.Agent, chats *chat.Service, lay
 		go func() { defer s.runs.Done(); s.expire(ctx) }()
 	}
 	return s
+}
+
+// Query asks the adapter of q.ChatKey's platform a read-only question
+// for that chat (adapter.Querier): Python plugins' OneBot get_bot and
+// adapter self info. It fails when the chat is no platform's, when that
+// platform's adapter does not run in this process, or when it answers no
+// queries.
+func (s *Set) Query(ctx context.Context, q adapter.Query) (json.RawMessage, error) {
+	platform, _, ok := adapter.SplitChatKey(q.ChatKey)
+	if !ok {
+		return nil, fmt.Errorf("chat %s is not a chat of a platform", q.ChatKey)
+	}
+	for _, en := range s.entries {
+		if en.platform != platform {
+			continue
+		}
+		qr, ok := en.a.(adapter.Querier)
+		if !ok {
+			return nil, fmt.Errorf("the %s adapter answers no queries of plugins", platform)
+		}
+		return qr.Query(ctx, q)
+	}
+	return nil, fmt.Errorf("no %s adapter runs in this nekro process", platform)
 }
 
 // route wakes the delivery worker of platform. It runs where a delivery

@@ -350,6 +350,9 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if len(cfg.Adapters) > 0 {
 		a.Adapters = adapterhost.Start(cfg.Adapters, a.Agent, a.Chats, a.Layout, cfg.Runtime.Files.AllowPrivateNetworks, cfg.Log)
 		a.closers = append(a.closers, a.Adapters.Close)
+		if a.Python != nil { // get_bot asks the run's chat's adapter
+			a.Python.UseQueries(a.Adapters.Query)
+		}
 	}
 	a.closers = append(a.closers, a.Agent.Shutdown)
 	return a, nil

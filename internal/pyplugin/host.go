@@ -122,6 +122,7 @@ type host struct {
 	plugin               *plugin.Plugin
 	hooks                hookFlags
 	history              *historySource // the chats' messages, for DBChatMessage
+	queries              *querySource   // the chat platforms' read-only queries, for get_bot
 
 	mu      sync.Mutex
 	proc    *process // nil while restarting

@@ -95,6 +95,8 @@ type Set struct {
 	pkgDir string
 	// history answers the hosts' DBChatMessage queries (UseHistory).
 	history historySource
+	// queries answers the hosts' chat platform queries (UseQueries).
+	queries querySource
 
 	mu       sync.Mutex
 	hosts    map[string]*host // by path: the current version of each plugin
@@ -240,7 +242,7 @@ func (s *Set) start(ctx context.Context, path string) (*host, *plugin.Plugin, er
 	opts := s.opts
 	h := &host{path: path, python: opts.Python, pkgDir: pkgDir, startTimeout: opts.StartTimeout,
 		index: opts.Index, envDir: EnvDir(opts.CacheDir, path), installTimeout: opts.InstallTimeout,
-		pluginsDir: opts.PluginsDir, history: &s.history, log: opts.Log.With("python_plugin", filepath.Base(path))}
+		pluginsDir: opts.PluginsDir, history: &s.history, queries: &s.queries, log: opts.Log.With("python_plugin", filepath.Base(path))}
 	p, err := h.load(ctx)
 	if err != nil {
 		return nil, nil, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/nekro-go/nekro/adapter"
 	"github.com/nekro-go/nekro/internal/chat"
 
 	"github.com/nekro-go/nekro/internal/pluginhost"
@@ -105,6 +106,28 @@ func (h *host) serve(m message) (any, error) {
 			return nil, fmt.Errorf("a chat's messages can be read only while a sandbox method or a command runs (from its chat)")
 		}
 		return h.chatMessages(ctx, a.Limit)
+	case "adapter.query":
+		// OneBot's get_bot and the adapter's self info: a read-only
+		// question about the call's own chat (the chat is the call's,
+		// not an argument), which the platform's adapter scopes.
+		var a struct {
+			Action string          `json:"action"`
+			Params json.RawMessage `json:"params"`
+		}
+		if err := json.Unmarshal(m.Args, &a); err != nil {
+			return nil, fmt.Errorf("%s: bad arguments: %w", m.Op, err)
+		}
+		if ctx == nil {
+			return nil, fmt.Errorf("the chat platform can be asked only while a sandbox method or a command runs (for its chat)")
+		}
+		var f *QueryFunc
+		if h.queries != nil {
+			f = h.queries.f.Load()
+		}
+		if f == nil {
+			return nil, fmt.Errorf("no chat platform adapter runs in this nekro command (only nekro serve runs them)")
+		}
+		return (*f)(ctx, adapter.Query{ChatKey: ctx.ChatKey(), Action: a.Action, Params: a.Params})
 	case "config.get":
 		raw, version := pluginhost.ConfigJSON(h.plugin)
 		if raw == nil {
@@ -180,6 +203,19 @@ func serviceContext(ctx *plugin.Ctx) context.Context {
 	}
 	return context.Background()
 }
+
+// QueryFunc asks the adapter of q.ChatKey's platform a read-only
+// question for that chat (adapterhost.Set.Query).
+type QueryFunc func(ctx context.Context, q adapter.Query) (json.RawMessage, error)
+
+// querySource is the Set's QueryFunc, shared by its hosts; nil where no
+// adapter runs.
+type querySource struct{ f atomic.Pointer[QueryFunc] }
+
+// UseQueries lets the plugins' OneBot get_bot and adapter self info ask
+// the running chat platform adapters, for the chat of the call they run
+// in.
+func (s *Set) UseQueries(f QueryFunc) { s.queries.f.Store(&f) }
 
 // HistoryFunc returns a chat's latest messages, oldest first, at most
 // last of them (chat.Service.History).

@@ -27,6 +27,21 @@ class Adapter(_unavailable.Service):
             raise ValueError("not a chat key of a platform: %s" % chat_key)
         return adapter, channel
 
+    async def get_self_info(self):
+        """The bot's own account on the platform (PlatformUser), asked of
+        nekro's adapter: OneBot v11 only (get_login_info)."""
+        from nekro_agent.adapters.interface.schemas.platform import PlatformUser
+
+        if self.key != "onebot_v11":
+            _unavailable.fail("adapter %s get_self_info()" % self.key,
+                              "nekro's %s adapter does not give plugins its bot's account (only OneBot v11's does)"
+                              % self.key)
+        from nekro_agent.adapters.onebot_v11.core.bot import query
+
+        info = await query("get_login_info", {}) or {}
+        return PlatformUser(platform_name="QQ", user_id=str(info.get("user_id", "")),
+                            user_name=str(info.get("nickname", "")))
+
     async def forward_message(self, request: Any) -> bool:
         """Send a PlatformSendRequest's text to its chat."""
         from nekro_agent.api import message

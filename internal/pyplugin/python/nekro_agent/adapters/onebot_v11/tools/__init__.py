@@ -2,4 +2,4 @@
 raises NotAvailableError."""
 from nekro_agent import _unavailable
 
-__getattr__ = _unavailable.module_getattr("nekro_agent.adapters.onebot_v11.tools", "nekro's OneBot adapter does not give plugins the OneBot bot API (calls such as get_group_info, set_group_card) yet")
+__getattr__ = _unavailable.module_getattr("nekro_agent.adapters.onebot_v11.tools", "nekro gives plugins the OneBot bot API through get_bot() (read-only actions of the call's chat), not nonebot's helpers")

@@ -1,0 +1,1 @@
+"""The reference's adapter schema types plugins use."""
