@@ -130,6 +130,8 @@ type Agent struct {
 	heartbeating bool                // the heartbeat goroutine runs (a.mu)
 	stopHB       chan struct{}       // closed once Shutdown has let every turn end
 	hbWG         sync.WaitGroup
+
+	waits commandWaits // commands' questions to their senders (wait.go)
 }
 
 // New returns an agent answering through model. With no model configured,

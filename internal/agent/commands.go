@@ -20,31 +20,52 @@ func (a *Agent) command(ctx context.Context, in Incoming) (answer string, ok boo
 	prefix := a.cfg.CommandPrefix
 	rest, found := strings.CutPrefix(strings.TrimSpace(in.Text), prefix)
 	if !found || rest == "" || unicode.IsSpace(rune(rest[0])) {
-		return "", false
+		return a.answerPending(ctx, in)
 	}
 	words := splitWords(rest)
 	name := words[0]
 	cmds := a.commands()
 	if name == "help" {
+		a.takeWait(in) // a command cancels the sender's pending question
 		return a.help(in, cmds), true
 	}
 	i := slices.IndexFunc(cmds, func(c pluginhost.CommandInfo) bool { return named(c, name) })
 	if i < 0 {
+		return a.answerPending(ctx, in)
+	}
+	a.takeWait(in)
+	return a.runCommand(ctx, in, cmds[i], name, words[1:], argsLine(rest)), true
+}
+
+// answerPending answers the question a command asked in's sender in this
+// chat (CmdCtl.wait) with in's text; ok is false when none is pending.
+func (a *Agent) answerPending(ctx context.Context, in Incoming) (string, bool) {
+	pw := a.takeWait(in)
+	if pw == nil {
 		return "", false
 	}
-	c := cmds[i]
+	return a.answerWait(ctx, in, pw)
+}
+
+// runCommand runs c, named name, for in's sender with the words and line
+// of its arguments, and returns the answer to post: its text, or why it
+// failed or may not be used. The command may ask the sender a question
+// (CommandCall.Wait), which their next message answers.
+func (a *Agent) runCommand(ctx context.Context, in Incoming, c pluginhost.CommandInfo, name string, words []string, line string) string {
+	prefix := a.cfg.CommandPrefix
 	if !a.may(in, c.Permission) {
-		return fmt.Sprintf("%s%s: you may not use this command (it is for %s)", prefix, name, permissionWho[c.Permission]), true
+		return fmt.Sprintf("%s%s: you may not use this command (it is for %s)", prefix, name, permissionWho[c.Permission])
 	}
 	pctx := a.plugins.PluginCtx(ctx, c.Plugin, in.ChatKey, in.UserID)
-	call := pluginhost.CommandCall{Words: words[1:], Line: argsLine(rest), UserName: in.UserName,
-		SuperUser: a.superUser(in), Admin: in.Admin}
+	call := pluginhost.CommandCall{Words: words, Line: line, UserName: in.UserName,
+		SuperUser: a.superUser(in), Admin: in.Admin,
+		Wait: func(w pluginhost.CommandWait) { a.ask(in, c.Plugin, w) }}
 	text, err := safeCommand(func() (string, error) { return c.Run(pctx, call) })
 	if err != nil {
 		a.log.Info("command failed", "chat", in.ChatKey, "command", name, "err", err)
-		return fmt.Sprintf("%s%s failed: %v", prefix, name, err), true
+		return fmt.Sprintf("%s%s failed: %v", prefix, name, err)
 	}
-	return text, true
+	return text
 }
 
 // named reports whether name names c: its name or an alias, alone or

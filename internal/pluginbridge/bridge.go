@@ -13,6 +13,8 @@
 // Nothing is set at run time, and nothing else may use this package.
 package pluginbridge
 
+import "time"
+
 // Core names H, the type whose methods are the host's side of a plugin
 // package. It has no fields and no exported methods: embedded in that
 // package's plugin type it adds nothing authors can use.
@@ -57,4 +59,20 @@ type CommandCall struct {
 	// SuperUser: the sender is one of the operator's super users;
 	// Admin: the sender administers the chat.
 	SuperUser, Admin bool
+	// Wait, when not nil, lets the command ask the sender a question
+	// (Nekro Agent's CmdCtl.wait): the sender's next message in the chat
+	// answers it. nil where nobody can answer.
+	Wait func(CommandWait)
+}
+
+// CommandWait is a command's question to its sender: the sender's next
+// message in the same chat that is not a command runs the command
+// Callback, with that message's text, then Extra, as its arguments. A
+// command the sender uses meanwhile, or Timeout passing, cancels it
+// (TimeoutMessage, when not empty, is then posted in the chat).
+type CommandWait struct {
+	Callback       string
+	Extra          string
+	Timeout        time.Duration
+	TimeoutMessage string
 }

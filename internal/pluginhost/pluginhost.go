@@ -225,6 +225,9 @@ type CommandInfo struct {
 // that text as typed, and who typed it.
 type CommandCall = pluginbridge.CommandCall
 
+// CommandWait is a command's question to its sender (CommandCall.Wait).
+type CommandWait = pluginbridge.CommandWait
+
 // Commands returns p's chat commands, in mount order.
 func Commands(p *plugin.Plugin) []CommandInfo {
 	var out []CommandInfo

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,6 +49,32 @@ type commandResponse struct {
 		Text     string `json:"text"`
 		FileName string `json:"file_name"`
 	} `json:"segments"`
+	// Wait is CmdCtl.wait's question, nil for other responses.
+	Wait *struct {
+		Callback       string            `json:"callback_cmd"`
+		Options        []string          `json:"options"`
+		Timeout        float64           `json:"timeout"` // seconds
+		TimeoutMessage string            `json:"on_timeout_message"`
+		ContextData    map[string]string `json:"context_data"`
+	} `json:"wait"`
+}
+
+// wait is r's question as nekro's command system keeps it: the context
+// data appended to the answer's text as key:"value" words, as the
+// reference passes it to the callback command.
+func (r commandResponse) wait() pluginhost.CommandWait {
+	w := pluginhost.CommandWait{Callback: r.Wait.Callback, TimeoutMessage: r.Wait.TimeoutMessage,
+		Timeout: time.Duration(r.Wait.Timeout * float64(time.Second))}
+	if w.Timeout <= 0 {
+		w.Timeout = time.Minute
+	}
+	keys := slices.Sorted(maps.Keys(r.Wait.ContextData))
+	extra := make([]string, 0, len(keys))
+	for _, k := range keys {
+		extra = append(extra, fmt.Sprintf("%s:%q", k, r.Wait.ContextData[k]))
+	}
+	w.Extra = strings.Join(extra, " ")
+	return w
 }
 
 // failed reports whether the response ends the command in failure, as
@@ -115,11 +143,24 @@ func (h *host) command(ctx *plugin.Ctx, c plugin.Command, call pluginhost.Comman
 	}
 	var lines []string
 	failed := false
+	var wait *commandResponse
 	for _, r := range out.Responses {
-		if t := r.text(); t != "" {
+		t := r.text()
+		if r.Wait != nil && len(r.Wait.Options) > 0 {
+			t = strings.TrimSpace(t + "\n" + "Options: " + strings.Join(r.Wait.Options, " / "))
+		}
+		if t != "" {
 			lines = append(lines, t)
 		}
 		failed = failed || r.failed()
+		if r.Wait != nil && r.Wait.Callback != "" {
+			wait = &r
+		}
+	}
+	// The last question asked is the one the sender's next message
+	// answers, unless the command failed.
+	if wait != nil && !failed && call.Wait != nil {
+		call.Wait(wait.wait())
 	}
 	text := strings.Join(lines, "\n")
 	if failed {

@@ -461,9 +461,16 @@ class Host:
             is_advanced_user=bool(c.get("admin") or c.get("super_user")), lang=get_system_lang())
         out: list = []
 
-        def add(status, message, segments=None) -> None:
-            out.append({"status": getattr(status, "value", status), "message": message_text(message),
-                        "segments": [segment_view(s) for s in segments or []]})
+        def add(status, message, segments=None, r=None) -> None:
+            view = {"status": getattr(status, "value", status), "message": message_text(message),
+                    "segments": [segment_view(s) for s in segments or []]}
+            if r is not None and getattr(r, "callback_cmd", None):  # CmdCtl.wait
+                view["wait"] = {"callback_cmd": r.callback_cmd, "options": [str(o) for o in r.wait_options or []],
+                                "timeout": float(r.wait_timeout or 60), "on_timeout_message":
+                                    message_text(r.on_timeout_message) if r.on_timeout_message else
+                                    t(zh_CN="操作超时，已取消", en_US="Timed out; cancelled."),
+                                "context_data": {str(k): str(v) for k, v in (r.context_data or {}).items()}}
+            out.append(view)
 
         token = _link.current_call.set(call)
         ctx_token = _link.current_ctx.set(AgentCtx(from_chat_key=chat_key, from_user_id=user_id, call=call))
@@ -485,9 +492,9 @@ class Host:
                         result = await result
                 if inspect.isasyncgen(result):
                     async for r in result:
-                        add(r.status, r.message, r.output_segments)
+                        add(r.status, r.message, r.output_segments, r)
                 elif result is not None and hasattr(result, "status"):
-                    add(result.status, result.message, result.output_segments)
+                    add(result.status, result.message, result.output_segments, result)
                 elif result is not None:
                     add(Status.SUCCESS, result)
             except ValueError as e:
