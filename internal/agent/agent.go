@@ -317,7 +317,7 @@ func (a *Agent) Post(ctx context.Context, in Incoming) (_ chat.Message, err erro
 			return chat.Message{}, err
 		}
 		if _, err := a.chats.AddMessage(ctx, chat.Message{ChatKey: in.ChatKey, Role: chat.Assistant, SenderID: chat.AssistantID,
-			SenderName: "assistant", Text: chat.TruncateText(answer)}); err != nil {
+			SenderName: "assistant", Text: chat.TruncateText(answer.Text), Attachments: answer.Files}); err != nil {
 			return chat.Message{}, err
 		}
 		return m, nil

@@ -3,10 +3,12 @@ package agent
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"unicode"
 
+	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/pluginhost"
 )
 
@@ -16,7 +18,7 @@ const DefaultCommandPrefix = "/"
 // command answers in's text when it is a chat command: the prefix, then
 // the name or an alias of an enabled plugin's command, or "help". ok is
 // false for any other text (it goes to the model as usual, "/shrug" too).
-func (a *Agent) command(ctx context.Context, in Incoming) (answer string, ok bool) {
+func (a *Agent) command(ctx context.Context, in Incoming) (answer commandAnswer, ok bool) {
 	prefix := a.cfg.CommandPrefix
 	rest, found := strings.CutPrefix(strings.TrimSpace(in.Text), prefix)
 	if !found || rest == "" || unicode.IsSpace(rune(rest[0])) {
@@ -27,7 +29,7 @@ func (a *Agent) command(ctx context.Context, in Incoming) (answer string, ok boo
 	cmds := a.commands()
 	if name == "help" {
 		a.takeWait(in) // a command cancels the sender's pending question
-		return a.help(in, cmds), true
+		return commandAnswer{Text: a.help(in, cmds)}, true
 	}
 	i := slices.IndexFunc(cmds, func(c pluginhost.CommandInfo) bool { return named(c, name) })
 	if i < 0 {
@@ -39,33 +41,48 @@ func (a *Agent) command(ctx context.Context, in Incoming) (answer string, ok boo
 
 // answerPending answers the question a command asked in's sender in this
 // chat (CmdCtl.wait) with in's text; ok is false when none is pending.
-func (a *Agent) answerPending(ctx context.Context, in Incoming) (string, bool) {
+func (a *Agent) answerPending(ctx context.Context, in Incoming) (commandAnswer, bool) {
 	pw := a.takeWait(in)
 	if pw == nil {
-		return "", false
+		return commandAnswer{}, false
 	}
 	return a.answerWait(ctx, in, pw)
 }
 
+// commandAnswer is what a command posts: its text and the files it
+// attached (stored in the chat's uploads).
+type commandAnswer struct {
+	Text  string
+	Files []chat.Attachment
+}
+
 // runCommand runs c, named name, for in's sender with the words and line
-// of its arguments, and returns the answer to post: its text, or why it
-// failed or may not be used. The command may ask the sender a question
-// (CommandCall.Wait), which their next message answers.
-func (a *Agent) runCommand(ctx context.Context, in Incoming, c pluginhost.CommandInfo, name string, words []string, line string) string {
+// of its arguments, and returns the answer to post: its text and files,
+// or why it failed or may not be used. The command may ask the sender a
+// question (CommandCall.Wait), which their next message answers.
+func (a *Agent) runCommand(ctx context.Context, in Incoming, c pluginhost.CommandInfo, name string, words []string, line string) commandAnswer {
 	prefix := a.cfg.CommandPrefix
 	if !a.may(in, c.Permission) {
-		return fmt.Sprintf("%s%s: you may not use this command (it is for %s)", prefix, name, permissionWho[c.Permission])
+		return commandAnswer{Text: fmt.Sprintf("%s%s: you may not use this command (it is for %s)", prefix, name, permissionWho[c.Permission])}
 	}
 	pctx := a.plugins.PluginCtx(ctx, c.Plugin, in.ChatKey, in.UserID)
+	var files []chat.Attachment
 	call := pluginhost.CommandCall{Words: words, Line: line, UserName: in.UserName,
 		SuperUser: a.superUser(in), Admin: in.Admin,
-		Wait: func(w pluginhost.CommandWait) { a.ask(in, c.Plugin, w) }}
+		Wait: func(w pluginhost.CommandWait) { a.ask(in, c.Plugin, w) },
+		Attach: func(name, kind string, content io.Reader) error {
+			f, err := a.chats.SaveAttachment(ctx, in.ChatKey, name, kind, content)
+			if err == nil {
+				files = append(files, f)
+			}
+			return err
+		}}
 	text, err := safeCommand(func() (string, error) { return c.Run(pctx, call) })
 	if err != nil {
 		a.log.Info("command failed", "chat", in.ChatKey, "command", name, "err", err)
-		return fmt.Sprintf("%s%s failed: %v", prefix, name, err)
+		return commandAnswer{Text: fmt.Sprintf("%s%s failed: %v", prefix, name, err), Files: files}
 	}
-	return text
+	return commandAnswer{Text: text, Files: files}
 }
 
 // named reports whether name names c: its name or an alias, alone or

@@ -81,7 +81,7 @@ func (a *Agent) takeWait(in Incoming) *pendingWait {
 // question's extra words) as its arguments. ok is false when that
 // command is gone (its plugin turned off or reloaded without it): the
 // message then goes on as any other.
-func (a *Agent) answerWait(ctx context.Context, in Incoming, pw *pendingWait) (answer string, ok bool) {
+func (a *Agent) answerWait(ctx context.Context, in Incoming, pw *pendingWait) (answer commandAnswer, ok bool) {
 	cmds := a.commands()
 	var c *pluginhost.CommandInfo
 	for i := range cmds {
@@ -90,7 +90,7 @@ func (a *Agent) answerWait(ctx context.Context, in Incoming, pw *pendingWait) (a
 		}
 	}
 	if c == nil {
-		return "", false
+		return commandAnswer{}, false
 	}
 	line := strings.TrimSpace(strings.TrimSpace(in.Text) + " " + pw.w.Extra)
 	return a.runCommand(ctx, in, *c, pw.w.Callback, splitWords(line), line), true

@@ -13,7 +13,10 @@
 // Nothing is set at run time, and nothing else may use this package.
 package pluginbridge
 
-import "time"
+import (
+	"io"
+	"time"
+)
 
 // Core names H, the type whose methods are the host's side of a plugin
 // package. It has no fields and no exported methods: embedded in that
@@ -63,6 +66,9 @@ type CommandCall struct {
 	// (Nekro Agent's CmdCtl.wait): the sender's next message in the chat
 	// answers it. nil where nobody can answer.
 	Wait func(CommandWait)
+	// Attach, when not nil, posts a file with the command's answer
+	// (kind "image" or "file"; an image must be one).
+	Attach func(name, kind string, content io.Reader) error
 }
 
 // CommandWait is a command's question to its sender: the sender's next

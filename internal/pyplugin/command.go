@@ -1,6 +1,7 @@
 package pyplugin
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -48,6 +49,9 @@ type commandResponse struct {
 		Type     string `json:"type"`
 		Text     string `json:"text"`
 		FileName string `json:"file_name"`
+		// Data is an image or file segment's content, read by the
+		// plugin's process (absent when it could not or it was too large).
+		Data []byte `json:"data"`
 	} `json:"segments"`
 	// Wait is CmdCtl.wait's question, nil for other responses.
 	Wait *struct {
@@ -99,7 +103,7 @@ func (r commandResponse) text() string {
 		switch {
 		case s.Type == "text" && strings.TrimSpace(s.Text) != "":
 			parts = append(parts, strings.TrimSpace(s.Text))
-		case s.Type != "text" && s.FileName != "":
+		case s.Type != "text" && s.FileName != "" && s.Data == nil:
 			parts = append(parts, fmt.Sprintf("[%s %s]", s.Type, s.FileName))
 		}
 	}
@@ -144,7 +148,26 @@ func (h *host) command(ctx *plugin.Ctx, c plugin.Command, call pluginhost.Comman
 	var lines []string
 	failed := false
 	var wait *commandResponse
-	for _, r := range out.Responses {
+	for i := range out.Responses {
+		r := &out.Responses[i]
+		// Image and file segments go with the answer, where the caller
+		// takes files; otherwise they are named in its text.
+		for j := range r.Segments {
+			seg := &r.Segments[j]
+			if seg.Data == nil || seg.Type == "text" {
+				continue
+			}
+			kind := "file"
+			if seg.Type == "image" {
+				kind = "image"
+			}
+			if call.Attach == nil {
+				seg.Data = nil
+			} else if err := call.Attach(seg.FileName, kind, bytes.NewReader(seg.Data)); err != nil {
+				h.log.Info("a command's file was not attached", "file", seg.FileName, "err", err)
+				seg.Data = nil
+			}
+		}
 		t := r.text()
 		if r.Wait != nil && len(r.Wait.Options) > 0 {
 			t = strings.TrimSpace(t + "\n" + "Options: " + strings.Join(r.Wait.Options, " / "))
@@ -154,7 +177,7 @@ func (h *host) command(ctx *plugin.Ctx, c plugin.Command, call pluginhost.Comman
 		}
 		failed = failed || r.failed()
 		if r.Wait != nil && r.Wait.Callback != "" {
-			wait = &r
+			wait = r
 		}
 	}
 	// The last question asked is the one the sender's next message

@@ -18,7 +18,9 @@ import (
 // times out with its message.
 func TestPythonCommandWaitsForTheSender(t *testing.T) {
 	e := startEnv(t, func(r llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "the model answered"} },
-		func(o *serveOptions) { o.App.PluginDirs = []string{filepath.Join("..", "pyplugin", "testdata", "waitcmds")} })
+		func(o *serveOptions) {
+			o.App.PluginDirs = []string{filepath.Join("..", "pyplugin", "testdata", "waitcmds")}
+		})
 	post := func(chatKey, user, text string) {
 		t.Helper()
 		var out struct{ Error string }
@@ -88,5 +90,32 @@ func waitModel(t *testing.T, e *env, n int) {
 	}
 	if got := len(e.model.Requests()); got != n {
 		t.Fatalf("the model had %d requests, want %d", got, n)
+	}
+}
+
+// A Python plugin's command answers with image and file segments: they
+// are posted with its text as the answer's attachments, in the chat's
+// uploads; a segment whose file cannot be read is named in the text.
+func TestPythonCommandAnswersWithFiles(t *testing.T) {
+	e := startEnv(t, func(r llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "the model answered"} },
+		func(o *serveOptions) {
+			o.App.PluginDirs = []string{filepath.Join("..", "pyplugin", "testdata", "waitcmds")}
+		})
+	const g = "onebot_v11-group_7"
+	var out struct{ Error string }
+	if st := e.call("POST", "/api/chats/"+g+"/messages", map[string]string{"user_id": "u1", "text": "/chart"}, &out); st != http.StatusAccepted {
+		t.Fatalf("/chart: %d %s", st, out.Error)
+	}
+	h := e.history(g)
+	last := h[len(h)-1]
+	if last.Text != "here is the chart\n[file gone.txt]" {
+		t.Errorf("text: %q", last.Text)
+	}
+	if len(last.Attachments) != 2 || last.Attachments[0].Name != "dot.png" || last.Attachments[0].Kind != "image" ||
+		last.Attachments[1].Name != "report.csv" || last.Attachments[1].Kind != "file" || last.Attachments[1].Size != int64(len("day,cups\nmon,3\n")) {
+		t.Fatalf("attachments: %+v", last.Attachments)
+	}
+	if n := len(e.model.Requests()); n != 0 {
+		t.Errorf("the command made %d model requests", n)
 	}
 }

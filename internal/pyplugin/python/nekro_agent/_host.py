@@ -460,10 +460,11 @@ class Host:
             adapter_key=split_chat_key(chat_key)[0] or "", is_super_user=bool(c.get("super_user")),
             is_advanced_user=bool(c.get("admin") or c.get("super_user")), lang=get_system_lang())
         out: list = []
+        budget = [MAX_SEGMENT_BYTES]
 
         def add(status, message, segments=None, r=None) -> None:
             view = {"status": getattr(status, "value", status), "message": message_text(message),
-                    "segments": [segment_view(s) for s in segments or []]}
+                    "segments": [segment_view(s, budget) for s in segments or []]}
             if r is not None and getattr(r, "callback_cmd", None):  # CmdCtl.wait
                 view["wait"] = {"callback_cmd": r.callback_cmd, "options": [str(o) for o in r.wait_options or []],
                                 "timeout": float(r.wait_timeout or 60), "on_timeout_message":
@@ -515,12 +516,32 @@ def message_text(message) -> str:
     return resolve_i18n(message) if isinstance(message, (str, dict)) else str(message)
 
 
-def segment_view(seg) -> dict:
-    """A command output segment as nekro gets it: text, or the name of an
-    image or file (which nekro does not send)."""
+# How many bytes of image and file segments one command answer carries:
+# their content crosses the plugin's connection as base64 in one line.
+MAX_SEGMENT_BYTES = 8 << 20
+
+
+def segment_view(seg, budget: list) -> dict:
+    """A command output segment as nekro gets it: text, or an image or
+    file with its content read here (left out, and the file only named,
+    when it cannot be read or would take the answer over budget[0]
+    bytes)."""
     kind = getattr(getattr(seg, "type", "text"), "value", "text")
-    return {"type": kind, "text": getattr(seg, "text", "") or "",
-            "file_name": getattr(seg, "file_name", None) or os.path.basename(getattr(seg, "file_path", None) or "")}
+    path = getattr(seg, "file_path", None) or ""
+    view = {"type": kind, "text": getattr(seg, "text", "") or "",
+            "file_name": getattr(seg, "file_name", None) or os.path.basename(path)}
+    if kind != "text" and path:
+        try:
+            size = os.path.getsize(path)
+            if size <= budget[0]:
+                with open(path, "rb") as f:
+                    data = f.read(budget[0] + 1)
+                if len(data) <= budget[0]:
+                    budget[0] -= len(data)
+                    view["data"] = base64.b64encode(data).decode("ascii")
+        except OSError:
+            pass
+    return view
 
 
 class _ArgumentError(Exception):
