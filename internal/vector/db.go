@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,15 +69,6 @@ type DBStore struct {
 	scopes map[string]*scopeIndex
 }
 
-// scopeIndex is one scope's vectors in memory.
-type scopeIndex struct {
-	gen  int64
-	dim  int
-	ids  []string
-	pos  map[string]int
-	vecs []float32 // len(ids)*dim
-}
-
 // Open migrates the vector tables of h's database and returns the store
 // in it.
 func Open(ctx context.Context, h db.Handle) (*DBStore, error) {
@@ -112,11 +102,12 @@ func encodeVec(v []float32) []byte {
 	return b
 }
 
-func decodeVec(dst []float32, b []byte) []float32 {
-	for i := 0; i+4 <= len(b); i += 4 {
-		dst = append(dst, math.Float32frombits(binary.LittleEndian.Uint32(b[i:])))
+// decodeVec decodes len(dst) little-endian float32s of b into dst.
+func decodeVec(dst []float32, b []byte) {
+	b = b[:4*len(dst)]
+	for i := range dst {
+		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}
-	return dst
 }
 
 // placeholders returns "$from, $from+1, ..." n times.
@@ -294,12 +285,10 @@ func (s *DBStore) apply(changes map[string]*change) {
 				break
 			}
 			if p, ok := idx.pos[it.ID]; ok {
-				copy(idx.vecs[p*idx.dim:], it.Vector)
+				idx.set(p, it.Vector)
 				continue
 			}
-			idx.pos[it.ID] = len(idx.ids)
-			idx.ids = append(idx.ids, it.ID)
-			idx.vecs = append(idx.vecs, it.Vector...)
+			idx.add(it.ID, it.Vector)
 		}
 		if idx == nil {
 			delete(s.scopes, scope)
@@ -310,23 +299,6 @@ func (s *DBStore) apply(changes map[string]*change) {
 		}
 		idx.gen = c.gen
 	}
-}
-
-// remove swaps the last vector into id's place.
-func (idx *scopeIndex) remove(id string) {
-	p, ok := idx.pos[id]
-	if !ok {
-		return
-	}
-	last := len(idx.ids) - 1
-	if p != last {
-		idx.ids[p] = idx.ids[last]
-		idx.pos[idx.ids[p]] = p
-		copy(idx.vecs[p*idx.dim:(p+1)*idx.dim], idx.vecs[last*idx.dim:])
-	}
-	idx.ids = idx.ids[:last]
-	idx.vecs = idx.vecs[:last*idx.dim]
-	delete(idx.pos, id)
 }
 
 // deleteWhere deletes a scope's rows matching cond (with args from $2)
@@ -418,9 +390,16 @@ func (s *DBStore) Count(ctx context.Context, scopes ...string) (int, error) {
 
 // load reads a scope's vectors: the generation first, so a write landing
 // in between makes the index look older than it is (reloaded once more),
-// never newer.
+// never newer. Each row's blob is decoded straight into the scope's slab
+// (sized from a count first), with no allocation per row but its ID.
 func (s *DBStore) load(ctx context.Context, scope string, gen int64) (*scopeIndex, error) {
-	idx := &scopeIndex{gen: gen, pos: map[string]int{}}
+	idx := &scopeIndex{gen: gen}
+	var n int
+	if err := s.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM vector_items WHERE scope = $1`, scope).Scan(&n); err != nil {
+		return nil, fmt.Errorf("vector store: load %s: %w", scope, err)
+	}
+	idx.pos = make(map[string]int, n)
+	idx.ids = make([]string, 0, n)
 	rows, err := s.read.QueryContext(ctx, `SELECT id, vec FROM vector_items WHERE scope = $1`, scope)
 	if err != nil {
 		return nil, fmt.Errorf("vector store: load %s: %w", scope, err)
@@ -428,21 +407,28 @@ func (s *DBStore) load(ctx context.Context, scope string, gen int64) (*scopeInde
 	defer rows.Close()
 	for rows.Next() {
 		var id string
-		var b []byte
+		var b sql.RawBytes // valid until the next Next: decoded before it
 		if err := rows.Scan(&id, &b); err != nil {
 			return nil, fmt.Errorf("vector store: load %s: %w", scope, err)
 		}
 		if idx.dim == 0 {
 			idx.dim = len(b) / 4
+			idx.vecs = make([]float32, 0, n*idx.dim)
+			idx.codes = make([]int8, 0, n*idx.dim)
+			idx.scale = make([]float32, 0, n)
+			idx.l1 = make([]float32, 0, n)
+			idx.resid = make([]float32, 0, n)
 		}
-		if len(b) != 4*idx.dim {
+		if len(b) != 4*idx.dim || idx.dim == 0 {
 			// A mixed scope cannot happen through Upsert; skip rather
 			// than compare nonsense.
 			continue
 		}
+		idx.grow()
+		decodeVec(idx.vecs[len(idx.vecs)-idx.dim:], b)
 		idx.pos[id] = len(idx.ids)
 		idx.ids = append(idx.ids, id)
-		idx.vecs = decodeVec(idx.vecs, b)
+		idx.quantise(len(idx.ids) - 1)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("vector store: load %s: %w", scope, err)
@@ -543,45 +529,6 @@ func (s *DBStore) Search(ctx context.Context, q Query) ([]Hit, error) {
 		hits = append(hits, h)
 	}
 	return hits, nil
-}
-
-// parallelFloats is the size of a scope (vectors times dimensions) from
-// which a search splits the scan over the processors: below it, starting
-// goroutines costs more than it saves.
-const parallelFloats = 1 << 21
-
-// scan pushes the index's candidates for qv into best, the index's parts
-// scanned in parallel when it is large.
-func (idx *scopeIndex) scan(scope string, qv []float32, best *topK[candidate]) {
-	n := len(idx.ids)
-	parts := min(runtime.GOMAXPROCS(0), n*idx.dim/parallelFloats+1)
-	if parts <= 1 {
-		idx.scanRange(scope, qv, 0, n, best)
-		return
-	}
-	partial := make([]*topK[candidate], parts)
-	var wg sync.WaitGroup
-	for p := range parts {
-		partial[p] = &topK[candidate]{k: best.k, score: best.score}
-		wg.Go(func() { idx.scanRange(scope, qv, p*n/parts, (p+1)*n/parts, partial[p]) })
-	}
-	wg.Wait()
-	for _, h := range partial {
-		for _, c := range h.items {
-			best.push(c)
-		}
-	}
-}
-
-func (idx *scopeIndex) scanRange(scope string, qv []float32, lo, hi int, best *topK[candidate]) {
-	d := idx.dim
-	for i := lo; i < hi; i++ {
-		sco := Dot(qv, idx.vecs[i*d:(i+1)*d])
-		if m, full := best.full(); full && sco <= m {
-			continue
-		}
-		best.push(candidate{scope: scope, id: idx.ids[i], score: sco})
-	}
 }
 
 // generations returns the current generation of each scope written to.
