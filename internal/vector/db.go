@@ -428,11 +428,11 @@ func (s *DBStore) load(ctx context.Context, scope string, gen int64) (*scopeInde
 		decodeVec(idx.vecs[len(idx.vecs)-idx.dim:], b)
 		idx.pos[id] = len(idx.ids)
 		idx.ids = append(idx.ids, id)
-		idx.quantise(len(idx.ids) - 1)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("vector store: load %s: %w", scope, err)
 	}
+	idx.quantiseAll()
 	return idx, nil
 }
 

@@ -52,14 +52,15 @@ func (idx *scopeIndex) set(p int, v []float32) {
 	idx.quantise(p)
 }
 
-// quantise derives vector p's codes, scale and l1 from its exact values.
+// quantise derives vector p's codes, scale, l1 and resid from its exact
+// values.
 func (idx *scopeIndex) quantise(p int) {
 	d := idx.dim
 	v := idx.vecs[p*d : (p+1)*d]
 	c := idx.codes[p*d : (p+1)*d]
 	var m float32
 	for _, x := range v {
-		m = max(m, float32(math.Abs(float64(x))))
+		m = max(m, x, -x)
 	}
 	if m == 0 {
 		clear(c)
@@ -69,6 +70,7 @@ func (idx *scopeIndex) quantise(p int) {
 	s := m / 127
 	inv := 1 / s
 	var l1 int32
+	var e2 float32
 	for j, x := range v {
 		q := x * inv // in [-127, 127] but for rounding
 		var r int32
@@ -80,14 +82,27 @@ func (idx *scopeIndex) quantise(p int) {
 			l1 -= r
 		}
 		c[j] = int8(r)
-	}
-	var e2 float64
-	for j, x := range v {
-		e := float64(x) - float64(s)*float64(c[j])
+		e := x - s*float32(r)
 		e2 += e * e
 	}
 	idx.scale[p], idx.l1[p] = s, float32(l1)
-	idx.resid[p] = float32(math.Sqrt(e2) * (1 + 1e-6))
+	// Rounded up: float32 sums of d squares err by well under 1e-3.
+	idx.resid[p] = float32(math.Sqrt(float64(e2))*(1+1e-3)) + 1e-7
+}
+
+// quantiseAll quantises every vector, in parallel parts when the index is
+// large (a scope just loaded).
+func (idx *scopeIndex) quantiseAll() {
+	n, parts := len(idx.ids), idx.parts()
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() {
+			for i := p * n / parts; i < (p+1)*n/parts; i++ {
+				idx.quantise(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // remove swaps the last vector into id's place.
