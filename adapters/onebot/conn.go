@@ -89,15 +89,25 @@ func (a *Adapter) serveConn(ctx context.Context, h adapter.Host, ws *websocket.C
 	ws.CloseNow()
 	wg.Wait()
 
+	// An implementation that reconnects at once may be connected again
+	// (under the same status key) before this read loop has ended: its
+	// status then stays connected, or the outbox, which sends only
+	// while a connection is up, would hold every answer back.
 	a.mu.Lock()
 	delete(a.conns, c)
+	replaced := false
+	for o := range a.conns {
+		replaced = replaced || o.key == c.key
+	}
 	a.mu.Unlock()
 	reason := "closed"
 	if err != nil {
 		reason = err.Error()
 	}
-	a.setStatus(c.key, func(s *adapter.Status) { s.Connected, s.Since, s.LastError = false, time.Now().UTC(), reason })
-	h.Log().Info("OneBot connection dropped", "mode", mode, "self_id", c.self(), "reason", reason)
+	if !replaced {
+		a.setStatus(c.key, func(s *adapter.Status) { s.Connected, s.Since, s.LastError = false, time.Now().UTC(), reason })
+	}
+	h.Log().Info("OneBot connection dropped", "mode", mode, "self_id", c.self(), "reason", reason, "replaced", replaced)
 }
 
 func (c *conn) self() string {

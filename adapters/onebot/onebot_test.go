@@ -52,6 +52,9 @@ type sim struct {
 	// holdSends, when set, leaves the send actions unanswered (recorded
 	// all the same): the implementation hangs mid-delivery.
 	holdSends atomic.Bool
+	// logs, when set, is nekro's output, shown when an action never
+	// comes (a failure on a loaded CI machine then says why).
+	logs *bytes.Buffer
 }
 
 func newSim(t *testing.T, ws *websocket.Conn) *sim {
@@ -182,6 +185,9 @@ func (s *sim) waitAction(name string) action {
 				return a
 			}
 		case <-timeout:
+			if s.logs != nil {
+				s.t.Fatalf("nekro never called %s; its log:\n%s", name, s.logs)
+			}
 			s.t.Fatalf("nekro never called %s", name)
 		}
 	}
@@ -319,6 +325,7 @@ func TestReverseWebSocket(t *testing.T) {
 		t.Fatalf("reverse connection with the token: %v\n%s", err, srv.Logs)
 	}
 	s := newSim(t, ws)
+	s.logs = srv.Logs
 	s.waitAction("get_login_info")
 
 	// Not addressed to the bot: kept as context, no turn.
@@ -395,6 +402,7 @@ func TestReverseWebSocket(t *testing.T) {
 		t.Fatalf("reconnect: %v", err)
 	}
 	s2 := newSim(t, ws2)
+	s2.logs = srv.Logs
 	s2.privateMessage(42, "alice", "ping two")
 	if p := parseSend(t, s2.waitAction("send_private_msg")); p.UserID != 42 || p.text() != "pong two" {
 		t.Fatalf("after the reconnection: %+v", p)
@@ -454,6 +462,45 @@ func TestForwardWebSocket(t *testing.T) {
 	s2.privateMessage(7, "bob", "ping two")
 	if p := parseSend(t, s2.waitAction("send_private_msg")); p.UserID != 7 || p.text() != "pong two" {
 		t.Fatalf("after nekro dialed again: %+v", p)
+	}
+	ws2.Close(websocket.StatusNormalClosure, "")
+}
+
+// An implementation that reconnects before nekro has seen its old
+// connection end (the old one is dropped after the new one is up) stays
+// connected: its answers are still sent, and the status says connected.
+func TestReconnectBeforeTheOldConnectionEnds(t *testing.T) {
+	m := model(t)
+	srv := testutil.Serve(t, testutil.DataDir(t), "api-tok", "NEKRO_LLM_BASE_URL="+m.URL, "NEKRO_LLM_MODEL=scripted",
+		"NEKRO_ONEBOT_TOKEN=ob-secret", "NEKRO_ONEBOT_ACTION_TIMEOUT=1s")
+	ws1, _, err := dialReverse(srv.Addr, reverseHeaders("ob-secret"))
+	if err != nil {
+		t.Fatalf("first connection: %v\n%s", err, srv.Logs)
+	}
+	s1 := newSim(t, ws1)
+	s1.logs = srv.Logs
+	s1.waitAction("get_login_info")
+	ws2, _, err := dialReverse(srv.Addr, reverseHeaders("ob-secret"))
+	if err != nil {
+		t.Fatalf("second connection: %v\n%s", err, srv.Logs)
+	}
+	s2 := newSim(t, ws2)
+	s2.logs = srv.Logs
+	s2.waitAction("get_login_info")
+	ws1.Close(websocket.StatusGoingAway, "replaced")
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(srv.Logs.String(), "OneBot connection dropped") {
+		if time.Now().After(deadline) {
+			t.Fatalf("nekro never saw the first connection end:\n%s", srv.Logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, st := srv.API("GET", "/api/status", nil); !strings.Contains(st, `"connected": true`) {
+		t.Fatalf("status after the old connection ended:\n%s", st)
+	}
+	s2.privateMessage(7, "bob", "ping one")
+	if p := parseSend(t, s2.waitAction("send_private_msg")); p.UserID != 7 || p.text() != "pong one" {
+		t.Fatalf("answer through the new connection: %+v", p)
 	}
 	ws2.Close(websocket.StatusNormalClosure, "")
 }
