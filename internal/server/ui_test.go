@@ -130,7 +130,7 @@ func chromiumPath(t *testing.T) string {
 // virtual time (paused while requests are pending) and returns its DOM.
 func dumpDOM(t *testing.T, chromium, page string, budget time.Duration) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	// The browser's own temporary files (its singleton socket among them,
 	// whose path must stay short) go to a directory removed afterwards.
@@ -468,14 +468,15 @@ func TestUIPluginsPageInABrowser(t *testing.T) {
 // driveHelpers opens every chat-page driver script (inside its function,
 // so nothing clashes with the page's names): note() writes a line into
 // #drive-log, which the test reads in the dumped DOM; sleep() waits in
-// real time (see drivenPage); until() waits for a condition, up to 30 s.
+// real time (see drivenPage); until() waits for a condition, up to 60 s
+// (a new chat's first turn on a loaded CI machine took over 30).
 const driveHelpers = `const log = document.createElement("pre");
 log.id = "drive-log";
 document.body.append(log);
 const note = (s) => { log.textContent += s + "\n"; };
 const sleep = () => fetch("/ui/drive-sleep");
 const until = async (what, f) => {
-  for (let i = 0; i < 600; i++) {
+  for (let i = 0; i < 1200; i++) {
     const v = f();
     if (v) return v;
     await sleep();
