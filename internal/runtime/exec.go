@@ -51,7 +51,8 @@ type ExecRequest struct {
 	Plugins Plugins
 	// Prewarmed says the caller called Prewarm for this run (with the
 	// same limits and methods), and will again before any next run: no
-	// spare is started after it.
+	// spare is started after it unless its chat is active (runs in a
+	// row: activeAfter).
 	Prewarmed bool
 }
 
@@ -139,9 +140,11 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 			pr.discard()
 		}
 	}()
-	if rt.spares != nil && !req.Prewarmed {
+	if rt.spares != nil && (rt.spares.ran(req.ChatKey, time.Now()) || !req.Prewarmed) {
 		// The next run in this chat finds a sandbox already started,
-		// started spareDelay after this one's result is returned.
+		// started spareDelay after this one's result is returned; a run
+		// its caller prewarmed starts one only when its chat is active
+		// (spares.ran).
 		defer rt.bg.Go(func() {
 			time.Sleep(spareDelay)
 			rt.spawnSpare(req.ChatKey, limits, methods)

@@ -201,7 +201,8 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		if cfg.MaxSpares <= 0 {
 			cfg.MaxSpares = 32
 		}
-		rt.spares = &spares{byKey: map[string]*spare{}, starting: map[string]*starting{}, max: cfg.MaxSpares, idle: cfg.SpareIdle}
+		rt.spares = &spares{byKey: map[string]*spare{}, starting: map[string]*starting{}, recent: map[string]recentRuns{},
+			max: cfg.MaxSpares, idle: cfg.SpareIdle}
 	}
 	if cfg.VolumeIdle <= 0 {
 		cfg.VolumeIdle = cfg.SpareIdle

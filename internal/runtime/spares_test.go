@@ -146,3 +146,29 @@ func TestPrewarmedRunLeavesNoSpare(t *testing.T) {
 		}
 	}
 }
+
+// A chat that runs again and again (three runs in a row) gets a spare
+// after its prewarmed runs too: with a model faster than a sandbox's
+// start, every turn would otherwise wait for the sandbox its prewarm
+// only just started.
+func TestActiveChatKeepsASpareAfterPrewarmedRuns(t *testing.T) {
+	rt, err := openRuntime(t, app.Config{DataDir: testutil.DataDir(t), Host: host.Config{Plugins: []*plugin.Plugin{testPlugin()}},
+		Runtime: runtime.Config{WarmSpares: true, Limits: sandbox.Limits{Timeout: 20 * time.Second}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		rt.host.Prewarm("busy", sandbox.Limits{}, nil)
+		res, err := rt.Exec(context.Background(), runtime.ExecRequest{ChatKey: "busy", Code: "print('ran')", Prewarmed: true})
+		if err != nil || strings.TrimSpace(res.Output) != "ran" {
+			t.Fatalf("run %d: %v %+v", i+1, err, res)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for rt.WarmSpares() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d spares waiting after the active chat's third prewarmed run, want 1", rt.WarmSpares())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
