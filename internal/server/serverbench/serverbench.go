@@ -341,26 +341,7 @@ func (c *client) audit(ctx context.Context, chatKey string) (lost, twice int, er
 	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
 		return 0, 0, err
 	}
-	answered := map[string]int{}
-	var users []string
-	for _, m := range h.Messages {
-		switch m.Role {
-		case chat.User:
-			users = append(users, fmt.Sprintf("#%d", m.ID))
-		case chat.Assistant:
-			for id := range strings.SplitSeq(strings.TrimPrefix(m.Text, "answered: "), ", ") {
-				answered[id]++
-			}
-		}
-	}
-	for _, id := range users {
-		switch n := answered[id]; {
-		case n == 0:
-			lost++
-		case n > 1:
-			twice++
-		}
-	}
+	lost, twice = stats.AuditAnswers(h.Messages)
 	return lost, twice, nil
 }
 
