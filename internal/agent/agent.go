@@ -422,12 +422,19 @@ func (a *Agent) ResetCount(ctx context.Context, chatKey string) (int64, error) {
 	a.mu.Lock()
 	st := a.stateOf(chatKey)
 	st.pending = false
+	st.resets++
 	if st.cancel != nil {
 		st.cancel()
 	}
 	a.mu.Unlock()
 	st.busy.Lock()
-	defer st.busy.Unlock()
+	defer func() {
+		st.busy.Unlock()
+		a.mu.Lock()
+		st.resets--
+		a.dropIdle(chatKey, st)
+		a.mu.Unlock()
+	}()
 	n, err := a.chats.Reset(ctx, chatKey)
 	if err != nil {
 		return 0, err

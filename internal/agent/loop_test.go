@@ -308,3 +308,26 @@ func TestShutdownInterruptsARunningTurn(t *testing.T) {
 		t.Fatalf("turn: %+v", turn)
 	}
 }
+
+// A server keeps scheduling state only for the chats active now: once
+// their turns (and a reset) are over, nothing of them stays in memory.
+func TestFinishedChatsLeaveNoState(t *testing.T) {
+	l := newLoop(t, byRound(llmtest.Code("print done")), agent.Config{})
+	for i := range 20 {
+		l.post(t, fmt.Sprintf("gone-%d", i), "hi")
+	}
+	if _, err := l.app.Agent.ResetCount(context.Background(), "gone-3"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for l.app.Agent.ChatStates() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d chats' states stayed after their turns ended", l.app.Agent.ChatStates())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A chat dropped from memory still answers its next message.
+	if turn := l.post(t, "gone-3", "again"); turn.Status != chat.TurnDone {
+		t.Fatalf("turn after the state was dropped: %+v", turn)
+	}
+}

@@ -19,6 +19,10 @@ type chatState struct {
 	pending bool       // a message arrived since the worker last looked (Agent.mu)
 	waiting bool       // the worker waits for a turn slot (Agent.mu)
 	cancel  context.CancelFunc
+	// resets counts Resets holding this state (Agent.mu): a state in use
+	// stays in Agent.state, so a reset and the chat's next worker share
+	// one busy lock.
+	resets int
 	// hold is set while the chat's last turn was cut short by storage
 	// (storage.go); only the chat's worker touches it.
 	hold storageHold
@@ -137,6 +141,19 @@ func (a *Agent) stateOf(chatKey string) *chatState {
 	return st
 }
 
+// dropIdle forgets the chat's state (under a.mu) once nothing uses it: no
+// worker, no message pending, no reset holding it, no storage hold to
+// remember. A server that has seen a million chats keeps states only for
+// the chats active now (issue 26: memory bounded by the chats in flight).
+func (a *Agent) dropIdle(chatKey string, st *chatState) {
+	if st.running || st.pending || st.waiting || st.resets > 0 || st.cancel != nil || st.hold.cuts > 0 {
+		return
+	}
+	if a.state[chatKey] == st {
+		delete(a.state, chatKey)
+	}
+}
+
 // schedule makes sure a worker will claim the chat's waiting messages.
 func (a *Agent) schedule(chatKey string) {
 	a.mu.Lock()
@@ -161,6 +178,7 @@ func (a *Agent) worker(chatKey string, st *chatState) {
 		a.mu.Lock()
 		if !st.pending || a.closing {
 			st.running = false
+			a.dropIdle(chatKey, st)
 			a.mu.Unlock()
 			return
 		}
