@@ -75,8 +75,14 @@ type Allocator struct {
 	close    func() error // releases w
 	rng      Range
 	mu       sync.Mutex
-	cache    map[string]int
+	cache    map[string]int // at most cacheMax chats' uids
+	cacheMax int
 }
+
+// defaultCacheMax bounds the uids kept in memory: a chat past it asks the
+// database again (one indexed read), so a server that has seen a million
+// chats holds no entry per chat (issue 26).
+const defaultCacheMax = 8192
 
 // Open migrates the table on h and returns an allocator over rng.
 func Open(ctx context.Context, h db.Handle, rng Range) (*Allocator, error) {
@@ -87,7 +93,7 @@ func Open(ctx context.Context, h db.Handle, rng Range) (*Allocator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox uids: %w", err)
 	}
-	return &Allocator{w: w, postgres: h.Postgres != nil, close: closeFn, rng: rng, cache: map[string]int{}}, nil
+	return &Allocator{w: w, postgres: h.Postgres != nil, close: closeFn, rng: rng, cache: map[string]int{}, cacheMax: defaultCacheMax}, nil
 }
 
 // Close releases the allocator's own handle; the database stays open.
@@ -119,6 +125,12 @@ func (a *Allocator) UID(ctx context.Context, chatKey string) (int, error) {
 	for attempt := range 8 {
 		if uid, err = a.allocate(ctx, chatKey); err == nil {
 			a.mu.Lock()
+			if len(a.cache) >= a.cacheMax {
+				for k := range a.cache { // any one: a map's order is random
+					delete(a.cache, k)
+					break
+				}
+			}
 			a.cache[chatKey] = uid
 			a.mu.Unlock()
 			return uid, nil

@@ -88,3 +88,30 @@ func TestExhaustedRangeSaysWhatToDo(t *testing.T) {
 		t.Fatalf("third chat in a two-uid range: %v, want an error naming --sandbox-uids", err)
 	}
 }
+
+// The allocator remembers a bounded number of chats; a chat it forgot
+// keeps the uid the database recorded for it.
+func TestForgottenChatsKeepTheirUID(t *testing.T) {
+	ctx := context.Background()
+	a, err := uids.Open(ctx, kvtest.DatabaseOpener(t, "sqlite")(), uids.Range{First: 3_000_000, Last: 3_000_099})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	a.SetCacheMax(4)
+	first := map[string]int{}
+	for i := range 12 {
+		k := fmt.Sprintf("chat-%d", i)
+		if first[k], err = a.UID(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := a.Cached(); n > 4 {
+		t.Fatalf("%d uids held in memory, want at most 4", n)
+	}
+	for k, want := range first {
+		if got, err := a.UID(ctx, k); err != nil || got != want {
+			t.Fatalf("%s: uid %d (%v), first given %d", k, got, err, want)
+		}
+	}
+}
