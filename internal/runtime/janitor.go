@@ -103,9 +103,9 @@ func (j *janitor) sweepOne(now time.Time, root string, e os.DirEntry) {
 		return
 	}
 	dir := filepath.Join(root, key)
-	files, _ := os.ReadDir(dir)
+	files := removable(dir)
 	if len(files) == 0 {
-		return
+		return // nothing but the chat's packages: emptied already
 	}
 	if chatKey := j.chat[key]; chatKey != "" {
 		j.rt.DiscardSpares(chatKey)
@@ -115,13 +115,22 @@ func (j *janitor) sweepOne(now time.Time, root string, e os.DirEntry) {
 	j.rt.log.Info("emptied an idle sandbox's shared directory", "dir", key, "chat", j.chat[key], "idle", now.Sub(last).Round(time.Second))
 }
 
-// empty removes what dir holds but the chat's installed packages (its
-// quota bounds them).
+// removable lists what an emptying removes from dir: everything but the
+// chat's installed packages (its quota bounds them).
+func removable(dir string) []os.DirEntry {
+	files, _ := os.ReadDir(dir)
+	kept := files[:0]
+	for _, f := range files {
+		if f.Name() != sandbox.PackagesDirName {
+			kept = append(kept, f)
+		}
+	}
+	return kept
+}
+
+// empty removes files, which removable listed, from dir.
 func empty(dir string, files []os.DirEntry) {
 	for _, f := range files {
-		if f.Name() == sandbox.PackagesDirName {
-			continue
-		}
 		os.RemoveAll(filepath.Join(dir, f.Name()))
 	}
 }
@@ -138,8 +147,7 @@ func (j *janitor) remounted(dir string) {
 	if !seen || time.Since(last) < j.idle {
 		return
 	}
-	files, _ := os.ReadDir(dir)
-	empty(dir, files)
+	empty(dir, removable(dir))
 	j.last[key] = time.Now()
 	j.rt.log.Info("emptied an idle sandbox's shared directory", "dir", key, "chat", j.chat[key], "idle", time.Since(last).Round(time.Second))
 }
