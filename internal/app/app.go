@@ -299,6 +299,9 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	ac.OnReset = a.eraseChatKnowledge
+	if a.Python != nil { // the reference's kb services read the call's chat's documents
+		a.Python.UseKnowledge(a.Knowledge)
+	}
 	if set, err := a.Models.Get(ctx); err == nil {
 		for _, g := range set.Groups {
 			if g.Name == set.Default {
@@ -333,6 +336,9 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.closers = append(a.closers, func(context.Context) error { return a.Memory.Close() })
 	if ac.Memory == nil { // tests may give the agent a memory of their own
 		ac.Memory = a.Memory
+	}
+	if a.Python != nil { // the reference's memory query service reads the call's chat's memories
+		a.Python.UseMemories(a.Memory)
 	}
 	// A chat whose turn a full disk cut short waits for space before its
 	// model is asked again.
@@ -404,7 +410,7 @@ func InstalledPluginsDir(dataDir string) string {
 func PythonOptions(cfg Config) pyplugin.Options {
 	cfg.defaults()
 	return pyplugin.Options{Dirs: cfg.PluginDirs, InstalledDir: InstalledPluginsDir(cfg.DataDir),
-		Python: cfg.PluginPython, Index: cfg.PythonIndex,
+		Python: cfg.PluginPython, Index: cfg.PythonIndex, Memory: cfg.Memory.Enabled,
 		CacheDir: filepath.Join(cfg.DataDir, "python"), PluginsDir: filepath.Join(cfg.DataDir, "plugins"), Log: cfg.Log}
 }
 

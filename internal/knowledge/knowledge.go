@@ -644,3 +644,33 @@ func sortScored(xs []scored) {
 		return xs[i].chunk.seq < xs[j].chunk.seq
 	})
 }
+
+// StoredChunk is one stored chunk of a document, as it was cut: each starts
+// with the end of the one before (the overlap).
+type StoredChunk struct {
+	Seq    int    `json:"seq"`
+	Source string `json:"source"`
+	Text   string `json:"text"`
+}
+
+// Chunks returns a document's chunks in order (none until its import
+// stored them).
+func (s *Store) Chunks(ctx context.Context, id string) ([]StoredChunk, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT seq, source, text FROM knowledge_chunks WHERE document = $1 ORDER BY seq`, id)
+	if err != nil {
+		return nil, fmt.Errorf("knowledge: chunks of %s: %w", id, err)
+	}
+	defer rows.Close()
+	out := []StoredChunk{}
+	for rows.Next() {
+		var c StoredChunk
+		if err := rows.Scan(&c.Seq, &c.Source, &c.Text); err != nil {
+			return nil, fmt.Errorf("knowledge: chunks of %s: %w", id, err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("knowledge: chunks of %s: %w", id, err)
+	}
+	return out, nil
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -210,4 +212,87 @@ func (s *Service) userScopes(chatKey, userID string) []string {
 		return []string{UserScope("", userID), UserScope(chatKey, userID)}
 	}
 	return []string{UserScope(chatKey, userID)}
+}
+
+// Search returns up to n memories learned in chatKey, the most similar to
+// text first (with no embedding model, those sharing the most words with
+// text, else the newest): the chat's own and those about its users, never
+// a memory learned in another chat (a user's memories that follow them
+// across chats are searched only for those learned here).
+func (s *Service) Search(ctx context.Context, chatKey, text string, n int) ([]Memory, error) {
+	if n <= 0 {
+		n = s.opts.MaxRecall
+	}
+	all, err := s.store.List(ctx, chatKey, Filter{})
+	if err != nil || len(all) == 0 {
+		return []Memory{}, err
+	}
+	seen := map[string]bool{}
+	var scopes []string
+	for _, m := range all {
+		if !seen[m.Scope] {
+			seen[m.Scope] = true
+			scopes = append(scopes, m.Scope)
+		}
+	}
+	emb, err := s.embedder(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var found []Memory
+	if emb != nil && strings.TrimSpace(text) != "" {
+		// Scopes shared across chats may hold other chats' memories:
+		// asked for more, those are dropped below.
+		if found, err = s.relevant(ctx, emb, scopes, text, 4*n); err != nil {
+			return nil, err
+		}
+	} else {
+		found = byWords(all, text)
+	}
+	out := make([]Memory, 0, n)
+	for _, m := range found {
+		if m.ChatKey == chatKey && len(out) < n {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// byWords orders ms by how many of text's words each contains (case
+// folded), those sharing none left out; with no word shared by any, the
+// newest first.
+func byWords(ms []Memory, text string) []Memory {
+	words := strings.Fields(strings.ToLower(text))
+	type hit struct {
+		m Memory
+		n int
+	}
+	var hits []hit
+	for _, m := range ms {
+		low, k := strings.ToLower(m.Text), 0
+		for _, w := range words {
+			if strings.Contains(low, w) {
+				k++
+			}
+		}
+		if k > 0 {
+			hits = append(hits, hit{m, k})
+		}
+	}
+	if len(hits) == 0 {
+		out := slices.Clone(ms)
+		slices.SortStableFunc(out, func(a, b Memory) int { return b.UpdatedAt.Compare(a.UpdatedAt) })
+		return out
+	}
+	slices.SortStableFunc(hits, func(a, b hit) int { return b.n - a.n })
+	out := make([]Memory, len(hits))
+	for i, h := range hits {
+		out[i] = h.m
+	}
+	return out
+}
+
+// Get returns one memory learned in chatKey.
+func (s *Service) Get(ctx context.Context, chatKey string, id int64) (Memory, error) {
+	return s.store.Get(ctx, chatKey, id)
 }

@@ -123,6 +123,8 @@ type host struct {
 	hooks                hookFlags
 	history              *historySource // the chats' messages, for DBChatMessage
 	queries              *querySource   // the chat platforms' read-only queries, for get_bot
+	stores               *storeSource   // the knowledge base and the memories, for kb and memory services
+	memoryOn             bool           // Options.Memory, for is_memory_system_enabled
 
 	mu      sync.Mutex
 	proc    *process // nil while restarting
@@ -441,7 +443,7 @@ func (h *host) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ready := map[string]any{"data_dir": dir}
+	ready := map[string]any{"data_dir": dir, "memory": h.memoryOn}
 	if raw, version := pluginhost.ConfigJSON(h.plugin); raw != nil {
 		ready["config"], ready["config_version"] = raw, version
 	}

@@ -75,6 +75,9 @@ type Options struct {
 	// InstallTimeout bounds the installation of one plugin's declared
 	// requirements; default DefaultInstallTimeout.
 	InstallTimeout time.Duration
+	// Memory says the long-term memory is on (--memory): what the
+	// reference's is_memory_system_enabled answers plugins.
+	Memory bool
 	// StartTimeout bounds a process's import of its plugin; default 30 s.
 	StartTimeout time.Duration
 	Log          *slog.Logger
@@ -97,6 +100,9 @@ type Set struct {
 	history historySource
 	// queries answers the hosts' chat platform queries (UseQueries).
 	queries querySource
+	// stores answers the hosts' knowledge and memory reads (UseKnowledge,
+	// UseMemories).
+	stores storeSource
 
 	mu       sync.Mutex
 	hosts    map[string]*host // by path: the current version of each plugin
@@ -242,7 +248,8 @@ func (s *Set) start(ctx context.Context, path string) (*host, *plugin.Plugin, er
 	opts := s.opts
 	h := &host{path: path, python: opts.Python, pkgDir: pkgDir, startTimeout: opts.StartTimeout,
 		index: opts.Index, envDir: EnvDir(opts.CacheDir, path), installTimeout: opts.InstallTimeout,
-		pluginsDir: opts.PluginsDir, history: &s.history, queries: &s.queries, log: opts.Log.With("python_plugin", filepath.Base(path))}
+		pluginsDir: opts.PluginsDir, history: &s.history, queries: &s.queries,
+		stores: &s.stores, memoryOn: opts.Memory, log: opts.Log.With("python_plugin", filepath.Base(path))}
 	p, err := h.load(ctx)
 	if err != nil {
 		return nil, nil, err

@@ -128,6 +128,8 @@ func (h *host) serve(m message) (any, error) {
 			return nil, fmt.Errorf("no chat platform adapter runs in this nekro command (only nekro serve runs them)")
 		}
 		return (*f)(ctx, adapter.Query{ChatKey: ctx.ChatKey(), Action: a.Action, Params: a.Params})
+	case "knowledge.documents", "knowledge.chunks", "knowledge.search", "memory.search", "memory.get":
+		return h.serveStores(ctx, m.Op, m.Args)
 	case "config.get":
 		raw, version := pluginhost.ConfigJSON(h.plugin)
 		if raw == nil {

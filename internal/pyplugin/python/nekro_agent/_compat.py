@@ -4,7 +4,8 @@ the host has pydantic v1 (Debian bookworm's python3-pydantic is 1.10).
 With v1 installed, BaseModel gains the v2 names the documents use, each
 mapped to its v1 equivalent: model_validate_json (parse_raw),
 model_validate (parse_obj), model_dump_json (json), model_dump (dict),
-model_copy (copy) and model_fields (__fields__). With v2 nothing changes.
+model_copy (copy) and model_fields (__fields__); pydantic.field_validator
+is v1's validator (mode="before" as pre=True). With v2 nothing changes.
 Applied before a plugin is imported.
 """
 from __future__ import annotations
@@ -17,6 +18,8 @@ def apply() -> None:
         return
     if not str(getattr(pydantic, "VERSION", "2")).startswith("1."):
         return
+    if not hasattr(pydantic, "field_validator"):
+        pydantic.field_validator = _field_validator
     base = pydantic.BaseModel
     if hasattr(base, "model_validate_json"):
         return
@@ -26,6 +29,17 @@ def apply() -> None:
     base.model_dump = lambda self, **kw: self.dict(**_v1_args(kw))
     base.model_copy = lambda self, **kw: self.copy(**kw)
     base.model_fields = property(lambda self: self.__fields__)
+
+
+def _field_validator(*fields: str, mode: str = "after", check_fields=None, **_):
+    """v2's field_validator as v1's validator: the function (a classmethod,
+    as v2 wants it, or a plain function) gets the value and returns it."""
+    import pydantic
+
+    kw = {"pre": mode == "before", "allow_reuse": True}
+    if check_fields is not None:
+        kw["check_fields"] = check_fields
+    return pydantic.validator(*fields, **kw)
 
 
 def _v1_args(kw: dict) -> dict:

@@ -101,6 +101,30 @@ def read_requirements(path: str) -> list:
 PROVIDED = {"nekro-agent"}
 
 
+# Packages the reference's nekro-agent itself depends on (its
+# pyproject.toml), by the name they are imported as: its plugins import
+# them without declaring them (festival_greeting's lunar_python,
+# cc_workspace's aiodocker). nekro embeds none of them; a plugin whose import
+# stops on one gets it installed into its own environment from
+# --python-index, at the version the reference asks at least.
+REFERENCE_PACKAGES = {
+    "aiodocker": "aiodocker>=0.22.2", "aiofiles": "aiofiles>=24.1.0", "aiohttp": "aiohttp>=3.11.15",
+    "aiosmtplib": "aiosmtplib>=2.0.0", "chinese_calendar": "chinesecalendar>=1.11.0", "croniter": "croniter>=6.0.0",
+    "Crypto": "pycryptodome>=3.23.0", "defusedxml": "defusedxml>=0.7.1", "docker": "docker>=7.1.0",
+    "git": "gitpython>=3.1.44", "httpx": "httpx>=0.27.0", "jinja2": "jinja2>=3.1.6", "json5": "json5>=0.10.0",
+    "lunar_python": "lunar-python>=1.3.12", "magic": "python-magic>=0.4.27", "matplotlib": "matplotlib>=3.10.3",
+    "openpyxl": "openpyxl>=3.1.2", "pandas": "pandas>=2.3.0", "PIL": "pillow>=12.2.0", "psutil": "psutil>=7.0.0",
+    "pypdf": "pypdf>=5.4.0", "tiktoken": "tiktoken>=0.7.0", "toml": "toml>=0.10.2", "tzlocal": "tzlocal>=5.2",
+    "websockets": "websockets>=15.0.1",
+}
+
+
+def reference_requirement(module: str):
+    """The requirement of the reference's own dependency a plugin imports
+    as module (a top-level name), or None."""
+    return REFERENCE_PACKAGES.get((module or "").split(".", 1)[0])
+
+
 def _provided(req) -> bool:
     import re
 

@@ -23,7 +23,7 @@ import traceback
 import types
 import typing
 
-from nekro_agent import _config, _link
+from nekro_agent import _config, _deps, _link
 from nekro_agent.api.plugin import NekroPlugin, SandboxMethodType
 from nekro_agent.api.schemas import AgentCtx
 
@@ -50,19 +50,46 @@ def load(path: str):
         spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError("%s is not a Python module or package" % path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
+    tried: set = set()
+    while True:
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+            break
+        except ModuleNotFoundError as e:
+            for m in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+                del sys.modules[m]
+            need = _deps.reference_requirement(e.name or "")
+            if need is None or need in tried:
+                raise
+            # A package the reference's nekro-agent provides its plugins:
+            # installed into this plugin's environment, then imported again.
+            tried.add(need)
+            _install_reference_package(need, e.name or "")
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
     plugin = getattr(module, "plugin", None)
     if plugin is None:
         raise MissingPluginInstance("%s defines no module-level `plugin`" % path)
     if not isinstance(plugin, NekroPlugin):
         raise InvalidPluginType("`plugin` in %s is a %s, not a NekroPlugin" % (path, type(plugin).__name__))
     return plugin
+
+
+def _install_reference_package(requirement: str, module: str) -> None:
+    """Install requirement (a dependency of the reference's nekro-agent the
+    plugin imports as module) into the plugin's own environment; an
+    ImportError naming the plugin, the package and --python-index when it
+    cannot be."""
+    from nekro_agent.api import plugin as plugin_api
+
+    if _link.link is not None:
+        _link.link.send({"op": "log", "level": "info",
+                         "msg": "plugin imports %s, which Nekro Agent provides its plugins: installing %s into the "
+                                "plugin's own environment" % (module, requirement)})
+    plugin_api._packages.install(requirement)
 
 
 class MissingPluginInstance(LookupError):
@@ -321,6 +348,9 @@ class Host:
                 result = await self.command(a, msg.get("call", ""))
             elif op == "ready":
                 self.plugin._data_dir = a.get("data_dir")
+                from nekro_agent.core.config import config as core_config
+
+                core_config.MEMORY_ENABLE_SYSTEM = bool(a.get("memory"))  # nekro serve --memory
                 if a.get("config") is not None and self.plugin.config_class is not None:
                     self.plugin._config_holder.update(a["config"], a.get("config_version", 0))
                 result = None

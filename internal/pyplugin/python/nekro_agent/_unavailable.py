@@ -81,3 +81,15 @@ def module_getattr(module: str, why: str):
         return _Call("%s.%s" % (module, name), why)
 
     return __getattr__
+
+
+class ServiceClass(type):
+    """A metaclass for stand-ins of reference classes used through their
+    static methods (WorkspaceService.x(...)): a method the class lacks is a
+    stand-in that raises when called. The class says what and why in
+    _what and _why."""
+
+    def __getattr__(cls, name: str):
+        if name.startswith("__") or name in ("_what", "_why"):
+            raise AttributeError(name)
+        return _Call("%s.%s()" % (cls.__dict__.get("_what", cls.__name__), name), cls.__dict__.get("_why", ""))

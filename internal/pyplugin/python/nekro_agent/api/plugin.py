@@ -263,10 +263,14 @@ class NekroPlugin:
         return deco
 
     def mount_async_task(self, task_type: str):
-        """An asynchronous task (yielding TaskCtl): recorded, not run yet."""
+        """An asynchronous task (yielding TaskCtl), which task.start runs in
+        the plugin's process (nekro_agent.services.plugin.task)."""
 
         def deco(func):
+            from nekro_agent.services.plugin.task import TaskRunner
+
             self.async_tasks[task_type] = func
+            TaskRunner().register_task_type(task_type, func)
             return func
 
         return deco
@@ -307,8 +311,6 @@ class NekroPlugin:
             out.append("a web router")
         if self.webhook_methods:
             out.append("webhooks (%s)" % ", ".join(sorted(self.webhook_methods)))
-        if self.async_tasks:
-            out.append("asynchronous tasks (%s)" % ", ".join(sorted(self.async_tasks)))
         return out
 
     # Services.

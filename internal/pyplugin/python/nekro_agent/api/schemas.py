@@ -125,8 +125,11 @@ class AgentCtx:
         return get_bot()
 
     async def get_bound_workspace(self):
-        """nekro has no CC workspaces: always None."""
-        return None
+        """The chat's workspace: nekro has one per chat (its knowledge base
+        and memories), never bound to another; None outside a chat."""
+        from nekro_agent.models.db_workspace import DBWorkspace
+
+        return DBWorkspace._for_chat(self.from_chat_key) if self.from_chat_key else None
 
     async def get_preset_by_id(self, preset_id: int):
         from nekro_agent.models.db_preset import DBPreset

@@ -108,6 +108,15 @@ def _defaults() -> Dict[str, Any]:
         "PLUGIN_UPDATE_USE_PROXY": False,
         "SYSTEM_LANG": "zh-CN",
         "OPENAI_CLIENT_USER_AGENT": "nekro",
+        # The long-term memory: nekro serve --memory, set when the plugin's
+        # process starts.
+        "MEMORY_ENABLE_SYSTEM": False,
+        # The reference's Claude Code sandbox (nekro runs none: its
+        # workspace services say so when used).
+        "CC_SANDBOX_IMAGE": "kromiose/nekro-cc-sandbox",
+        "CC_SANDBOX_IMAGE_TAG": "latest",
+        "CC_SANDBOX_INTERNAL_PORT": 7021,
+        "CC_SANDBOX_STARTUP_TIMEOUT": 120,
     }
 
 
