@@ -23,6 +23,7 @@ func newExecCmd(g *globals) *cobra.Command {
 		uploads    []string
 		timeout    time.Duration
 		asJSON     bool
+		memoryOn   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "exec --chat CHAT [--user USER] [--upload FILE]... FILE.py|-",
@@ -50,7 +51,9 @@ The exit status is 0 when the code ends normally, else its stop type:
 			if err := checkPythonPath(g.python, g.sandbox); err != nil {
 				return err
 			}
-			a, err := app.Open(ctx, g.config())
+			cfg := g.config()
+			cfg.Memory.Enabled = memoryOn // what plugins' memory services see (no turn runs to learn from)
+			a, err := app.Open(ctx, cfg)
 			if err != nil {
 				return err
 			}
@@ -108,6 +111,8 @@ The exit status is 0 when the code ends normally, else its stop type:
 		},
 	}
 	cmd.Flags().StringVar(&chat, "chat", "", "chat key the run answers (required)")
+	cmd.Flags().BoolVar(&memoryOn, "memory", g.envBool("memory", false),
+		"the long-term memory is on, as nekro serve --memory: Python plugins' memory services read the chat's memories (env NEKRO_MEMORY)")
 	cmd.Flags().StringVar(&user, "user", "", "user id whose message started the run")
 	cmd.Flags().StringArrayVar(&uploads, "upload", nil, "copy FILE into the chat's uploads first (/app/uploads/<name>); repeatable")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "wall-clock limit of the run (default 60s)")

@@ -451,7 +451,10 @@ func (h *host) init(ctx context.Context) error {
 	if _, err := h.request(ctx, message{Op: "ready", Args: args}, ""); err != nil {
 		return err
 	}
-	if h.hooks.Init {
+	// The process's init also runs the plugin's on_enabled callbacks: the
+	// reference runs them when it loads an enabled plugin, and init runs
+	// only for an enabled one (registry.Init).
+	if h.hooks.Init || h.hooks.Enabled {
 		if _, err = h.request(ctx, message{Op: "init"}, ""); err != nil {
 			return err
 		}

@@ -328,6 +328,17 @@ class Host:
             self.methods[func.__name__] = _Method(func, kind, sig, as_bytes, inspect.iscoroutinefunction(func),
                                                   [(n, compile_check(a)) for n, a in checks])
         self.commands = {name: func for name, func, _meta in plugin.commands}
+        self.enabled = False  # on_enabled ran (at init, or on "enabled") and on_disabled did not since
+
+    async def state_changed(self, on: bool) -> None:
+        """Run the on_enabled or on_disabled callbacks when the plugin's
+        state changes, as the reference's enable()/disable() do: enabling
+        an enabled plugin (its init ran them already) runs nothing."""
+        if self.enabled == on:
+            return
+        self.enabled = on
+        for f in (self.plugin.enabled_callbacks if on else self.plugin.disabled_callbacks):
+            await self.run(f)
 
     async def run(self, func, *args, call: str = ""):
         token = _link.current_call.set(call)
@@ -358,6 +369,9 @@ class Host:
                 result = None
                 if self.plugin.init_method:
                     await self.run(self.plugin.init_method)
+                # The reference runs an enabled plugin's on_enabled callbacks
+                # when it loads it; nekro inits only enabled plugins.
+                await self.state_changed(True)
             elif op == "cleanup":
                 result = None
                 if self.plugin.cleanup_method:
@@ -370,8 +384,7 @@ class Host:
                     await self.run(f, *args)
             elif op in ("enabled", "disabled"):
                 result = None
-                for f in (self.plugin.enabled_callbacks if op == "enabled" else self.plugin.disabled_callbacks):
-                    await self.run(f)
+                await self.state_changed(op == "enabled")
             elif op == "system_message":
                 result = 0
                 f = self.plugin.system_message_method

@@ -26,6 +26,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from nekro_agent import _link, _unavailable
 
 CHUNK_BITS = 17
+# The longest overlap of a chunk with the one before (knowledge.DefaultOverlapRunes).
+MAX_OVERLAP = 120
 
 _FORMATS = {".md": ("markdown", "text/markdown"), ".markdown": ("markdown", "text/markdown"),
             ".txt": ("text", "text/plain"), ".html": ("html", "text/html"), ".htm": ("html", "text/html"),
@@ -115,7 +117,7 @@ def join_chunks(texts: List[str]) -> Tuple[str, List[Tuple[int, int]]]:
             start, add = 0, t
         else:
             k = 0
-            for n in range(min(len(prev), len(t) - 1, 1000), 0, -1):
+            for n in range(min(len(prev), len(t) - 1, MAX_OVERLAP), 0, -1):
                 if prev.endswith(t[:n]):
                     k = n
                     break
