@@ -171,10 +171,12 @@ func TestWorkspaceMemoriesAreTheChats(t *testing.T) {
 // The reference's task API runs a plugin's asynchronous task in its
 // process: started by one call, it waits for a signal another call sends,
 // and its state is kept after it ends. The Claude Code sandbox's services
-// say they are not available.
+// say they are not available. A stored message renders as the reference's
+// history prompt (history_travel).
 func TestPluginTasksAndSandboxServices(t *testing.T) {
 	r := execIn(t, "testdata/workspace", "onebot_v11-group_123",
-		"print(task_probe('start'))\nprint(task_probe('go'))\nprint(task_probe('state'))\nprint(sandbox_probe())\n")
+		"print(task_probe('start'))\nprint(task_probe('go'))\nprint(task_probe('state'))\nprint(sandbox_probe())\n"+
+			"print(history_prompt('see you at nine'))\n")
 	if r.Code != 0 {
 		t.Fatalf("exec: %+v", r)
 	}
@@ -183,6 +185,7 @@ func TestPluginTasksAndSandboxServices(t *testing.T) {
 		"state running=False success lift-off after 3", "stopped\n",
 		"NotAvailableError: CCSandboxClient.get_workspace_queue() is not available in nekro: nekro runs no Claude Code sandbox",
 		"NotAvailableError: DBWorkspace.create() is not available in nekro",
+		`id:-1] "assistant" 说: see you at nine`, // history_travel's prompt of a stored message
 	} {
 		if !strings.Contains(r.Stdout, w) {
 			t.Errorf("output lacks %q:\n%s", w, r.Stdout)

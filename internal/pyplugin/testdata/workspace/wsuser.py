@@ -120,3 +120,14 @@ async def sandbox_probe(_ctx: AgentCtx) -> str:
         except Exception as e:  # noqa: BLE001
             out.append("%s: %s" % (type(e).__name__, e))
     return "\n".join(out)
+
+
+@plugin.mount_sandbox_method(SandboxMethodType.TOOL, "history prompt")
+async def history_prompt(_ctx: AgentCtx, text: str) -> str:
+    """Send text, then show the chat's newest message as the reference's history prompt does."""
+    from nekro_agent.core.config import config
+    from nekro_agent.models.db_chat_message import DBChatMessage
+
+    await _ctx.send_text(text)
+    newest = await DBChatMessage.filter(chat_key=_ctx.chat_key).order_by("-id").first()
+    return newest.parse_chat_history_prompt("", config, ref_mode=True)

@@ -63,4 +63,23 @@ class DBChatMessage(Model):
 
     @property
     def ext_data_obj(self) -> Any:
-        return None
+        """The platform's extra data: nekro keeps none (no reply reference)."""
+        import types
+
+        return types.SimpleNamespace(ref_msg_id=None)
+
+    def parse_chat_history_prompt(self, one_time_code: str = "", config: Any = None, ref_mode: bool = False) -> str:
+        """The message as the reference's history prompt shows it:
+        (msg_id:ID)[MM-DD HH:MM:SS id:SENDER] "NAME" 说: TEXT, the text cut
+        at the config's per-message length."""
+        if config is None:
+            from nekro_agent.core.config import config as core_config
+
+            config = core_config
+        limit = int(getattr(config, "AI_CONTEXT_LENGTH_PER_MESSAGE", 0) or 0)
+        content = self.content_text or ""
+        if limit and len(content) > limit:
+            content = content[:limit] + "(content too long, omitted)"
+        when = datetime.datetime.fromtimestamp(int(self.send_timestamp or 0)).strftime("%m-%d %H:%M:%S")
+        prefix = "(msg_id:%s)" % self.message_id if ref_mode and self.message_id else ""
+        return '%s[%s id:%s] "%s" 说: %s' % (prefix, when, self.platform_userid, self.sender_nickname, content)
