@@ -132,6 +132,10 @@ type host struct {
 	closed  bool
 	backoff time.Duration
 	calls   map[string]*plugin.Ctx // in-flight calls by token, for the plugin's requests
+	// readers are in-flight turn hooks (prompt_inject, collect_methods) by
+	// token: their chat's knowledge and memories may be read, nothing else
+	// acts for it.
+	readers map[string]*plugin.Ctx
 	// strikes are the chats whose calls ended the process (blame.go);
 	// suspects, those whose next call runs alone (through gate).
 	strikes  map[string]strike
@@ -170,6 +174,7 @@ type process struct {
 // load starts the process and builds the plugin it describes.
 func (h *host) load(ctx context.Context) (*plugin.Plugin, error) {
 	h.calls = map[string]*plugin.Ctx{}
+	h.readers = map[string]*plugin.Ctx{}
 	h.strikes, h.suspects = map[string]strike{}, map[string]bool{}
 	p, hl, err := h.start(ctx)
 	if err != nil {
@@ -417,7 +422,18 @@ var turnHookOps = map[string]bool{"prompt_inject": true, "collect_methods": true
 // turnHook asks the process for a per-turn hook's answer about ctx's chat.
 func (h *host) turnHook(ctx *plugin.Ctx, op string, out any) error {
 	args, _ := json.Marshal(map[string]string{"chat_key": ctx.ChatKey(), "user_id": ctx.UserID()})
-	raw, err := h.request(ctx, message{Op: op, Args: args}, "")
+	// kb_tools' prompt lists the chat's knowledge documents: the hook may
+	// read its chat's knowledge and memories.
+	token := rand.Text()
+	h.mu.Lock()
+	h.readers[token] = ctx
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.readers, token)
+		h.mu.Unlock()
+	}()
+	raw, err := h.request(ctx, message{Op: op, Args: args}, token)
 	if err != nil {
 		return err
 	}

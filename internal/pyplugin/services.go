@@ -102,8 +102,13 @@ func (h *host) serve(m message) (any, error) {
 		if err := json.Unmarshal(m.Args, &a); err != nil {
 			return nil, fmt.Errorf("%s: bad arguments: %w", m.Op, err)
 		}
+		if ctx == nil { // a turn hook reads its chat's
+			h.mu.Lock()
+			ctx = h.readers[m.Call]
+			h.mu.Unlock()
+		}
 		if ctx == nil {
-			return nil, fmt.Errorf("a chat's messages can be read only while a sandbox method or a command runs (from its chat)")
+			return nil, fmt.Errorf("a chat's messages can be read only while a sandbox method, a command or a turn hook runs (from its chat)")
 		}
 		return h.chatMessages(ctx, a.Limit)
 	case "adapter.query":
@@ -129,6 +134,11 @@ func (h *host) serve(m message) (any, error) {
 		}
 		return (*f)(ctx, adapter.Query{ChatKey: ctx.ChatKey(), Action: a.Action, Params: a.Params})
 	case "knowledge.documents", "knowledge.chunks", "knowledge.search", "memory.search", "memory.get":
+		if ctx == nil { // a turn hook reads its chat's
+			h.mu.Lock()
+			ctx = h.readers[m.Call]
+			h.mu.Unlock()
+		}
 		return h.serveStores(ctx, m.Op, m.Args)
 	case "config.get":
 		raw, version := pluginhost.ConfigJSON(h.plugin)

@@ -115,6 +115,24 @@ func TestWorkspaceKnowledgeIsTheChats(t *testing.T) {
 	if strings.Contains(r.Stdout, "9911") {
 		t.Errorf("chat 456's document reached chat 123:\n%s", r.Stdout)
 	}
+
+	// A turn's prompt hook lists its chat's documents, as kb_tools' does.
+	dir, _ := filepath.Abs("testdata/workspace")
+	srv := testutil.Serve(t, data, "tok", "NEKRO_PLUGIN_DIR="+dir)
+	var prompt struct {
+		Messages []struct{ Content string } `json:"messages"`
+	}
+	st, body := srv.API("GET", "/api/chats/onebot_v11-group_123/prompt", nil)
+	if json.Unmarshal([]byte(body), &prompt); st != 200 || len(prompt.Messages) == 0 {
+		t.Fatalf("prompt: %d %s", st, body)
+	}
+	all := ""
+	for _, m := range prompt.Messages {
+		all += m.Content + "\n"
+	}
+	if !strings.Contains(all, "KB catalog of onebot_v11-group_123: hours.md, umbrellas.md") {
+		t.Errorf("the prompt hook's catalog:\n%s\n%s", prompt.Messages[0].Content, srv.Logs)
+	}
 }
 
 // The reference's memory query service (memory_tools' imports and calls)

@@ -407,7 +407,13 @@ class Host:
                 result = None
                 if f:
                     ctx = AgentCtx(from_chat_key=a.get("chat_key"), from_user_id=a.get("user_id"))
-                    result = await self.run(f, ctx)
+                    # The hook may read its chat's knowledge and memories
+                    # (kb_tools' prompt lists the chat's documents).
+                    ctx_token = _link.current_ctx.set(ctx)
+                    try:
+                        result = await self.run(f, ctx, call=msg.get("call", ""))
+                    finally:
+                        _link.current_ctx.reset(ctx_token)
                     if op == "prompt_inject":
                         result = "" if result is None else str(result)
                     else:

@@ -131,3 +131,11 @@ async def history_prompt(_ctx: AgentCtx, text: str) -> str:
     await _ctx.send_text(text)
     newest = await DBChatMessage.filter(chat_key=_ctx.chat_key).order_by("-id").first()
     return newest.parse_chat_history_prompt("", config, ref_mode=True)
+
+
+@plugin.mount_prompt_inject_method("workspace_catalog")
+async def workspace_catalog(_ctx: AgentCtx) -> str:
+    """The chat's knowledge documents, as kb_tools' prompt lists them."""
+    ws = await _ctx.get_bound_workspace()
+    docs = await list_documents(ws.id)
+    return "KB catalog of %s: %s" % (ws.name, ", ".join(sorted(d.file_name for d in docs)))
