@@ -174,6 +174,9 @@ func Open(ctx context.Context, h db.Handle, opts Options) (*Store, error) {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
+	if opts.OverlapRunes == 0 { // Chunk takes 0 as no overlap
+		opts.OverlapRunes = DefaultOverlapRunes
+	}
 	s := &Store{opts: opts, cancel: map[string]context.CancelFunc{}, index: map[string]*scopeIndex{},
 		slots: make(chan struct{}, importWorkers)}
 	switch {

@@ -247,3 +247,31 @@ func TestImportQueue(t *testing.T) {
 		t.Fatalf("%d documents, want 15", len(docs))
 	}
 }
+
+// A stored document's chunks overlap by the default overlap: a passage
+// cut at a chunk's end is whole at the start of the next.
+func TestStoredChunksOverlap(t *testing.T) {
+	ctx := context.Background()
+	calls := 0
+	s, _ := openStore(t, "sqlite", func(context.Context) (knowledge.Embedder, error) { return hashEmbedder{&calls}, nil })
+	var b strings.Builder
+	for i := range 60 {
+		fmt.Fprintf(&b, "Sentence number %d of the long handbook says something. ", i)
+	}
+	d, err := s.Add(ctx, "global", "long.txt", []byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d = waitReady(t, s, d.ID); d.Status != knowledge.StatusReady {
+		t.Fatalf("import: %+v", d)
+	}
+	chunks, err := s.Chunks(ctx, d.ID)
+	if err != nil || len(chunks) < 2 {
+		t.Fatalf("chunks: %d %v", len(chunks), err)
+	}
+	second := chunks[1].Text
+	opening := second[:strings.Index(second, ". ")+1]
+	if !strings.HasSuffix(strings.TrimSpace(chunks[0].Text), opening) && !strings.Contains(chunks[0].Text, opening+" ") {
+		t.Fatalf("the second chunk's first sentence %q is not carried from the first chunk:\n%q", opening, chunks[0].Text)
+	}
+}
