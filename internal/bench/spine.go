@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -248,6 +249,68 @@ func Spine(ctx context.Context, w io.Writer, dataDir, python string, opt SpineOp
 	}
 	fmt.Fprintf(w, "reference style, new TCP+HTTP    %8.0f calls/s  p50 %9s  p99 %9s\n", sr.PerSecond(), stats.Micros(sr.P50), stats.Micros(sr.P99))
 	fmt.Fprintf(w, "speed-up at p50 (goal >= 10x)    %s   (goal: p50 <= 100 µs)\n", stats.Ratio(sr.P50, so.P50))
+	return concurrentCalls(ctx, w, rt, opt.Calls/2)
+}
+
+// parallelLoop makes TOOL calls from the moment %[1]f (Unix time, so
+// that runs started one after the other begin together) and prints how
+// many it made and when it ended.
+const parallelLoop = `
+import time, sys
+while time.time() < %[1]f:
+    time.sleep(0.001)
+for i in range(%[2]d):
+    r = bench_add(i, 1)
+    assert r == i + 1, r
+sys.stdout.write("%%d %%.6f\n" %% (%[2]d, time.time()))
+`
+
+// concurrentCalls prints the TOOL-call throughput of 1, 2, 4 and 8 runs
+// calling at once (each in a chat of its own, from one moment on)
+// against one run's, measured in the same report: on a machine of N
+// cores it should grow toward N times one run's (a call keeps the run's
+// interpreter and nekro busy in turn, so one run uses part of two cores).
+func concurrentCalls(ctx context.Context, w io.Writer, rt *host.Host, calls int) error {
+	fmt.Fprintf(w, "== TOOL-call throughput of runs calling at once (%d calls each, %d cores)\n", calls, goruntime.NumCPU())
+	var one float64
+	for _, n := range []int{1, 2, 4, 8} {
+		start := float64(time.Now().Add(2*time.Second).UnixMicro()) / 1e6
+		code := fmt.Sprintf(parallelLoop, start, calls)
+		type result struct {
+			end float64
+			err error
+		}
+		results := make(chan result, n)
+		for i := range n {
+			go func() {
+				res, err := rt.Exec(ctx, runtime.ExecRequest{ChatKey: fmt.Sprintf("bench-par-%d", i), Code: code})
+				if err == nil && res.StopType != sandbox.Normal {
+					err = fmt.Errorf("ended %s: %s", res.StopType, res.Output)
+				}
+				var made int
+				var end float64
+				if err == nil {
+					if _, serr := fmt.Sscanf(res.Output, "%d %f", &made, &end); serr != nil || made != calls {
+						err = fmt.Errorf("unexpected output %q", res.Output)
+					}
+				}
+				results <- result{end, err}
+			}()
+		}
+		last := 0.0
+		for range n {
+			r := <-results
+			if r.err != nil {
+				return fmt.Errorf("%d runs calling at once: %w", n, r.err)
+			}
+			last = max(last, r.end)
+		}
+		perSecond := float64(n*calls) / (last - start)
+		if n == 1 {
+			one = perSecond
+		}
+		fmt.Fprintf(w, "%d run(s) at once                  %8.0f calls/s  (%.2fx one run's)\n", n, perSecond, perSecond/one)
+	}
 	return nil
 }
 
