@@ -85,6 +85,7 @@ func openRunner(layout files.Layout, rc runtime.Config, sc SandboxConfig, log *s
 	}
 	if b, ok := r.(*bwrap.Runner); ok && rc.WarmSpares {
 		b.FontCache = true // a server: matplotlib's font cache built once for all its sandboxes
+		b.Warm()           // now, in the background: not inside its first runs
 	}
 	if d, ok := r.(*docker.Runner); ok && d.SeccompProfile == "" {
 		prof, err := seccomp.DockerProfile()

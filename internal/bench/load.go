@@ -29,6 +29,7 @@ import (
 	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/llm"
 	"github.com/nekro-go/nekro/internal/llm/llmtest"
+	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/internal/server"
 )
 
@@ -150,6 +151,16 @@ func Load(ctx context.Context, w io.Writer, cfg app.Config, opt LoadOptions) (*L
 	c := &loadClient{base: "http://" + srv.Addr, token: srv.Token,
 		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: opt.Concurrency + 8}}}
 
+	// What the server does once at its start (matplotlib's font cache)
+	// is not the load's: a server is up long before its chats come.
+	if w, ok := srv.App.Runtime.Runner().(sandbox.Warmer); ok {
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		err := w.Warmed(wctx)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+	}
 	res := &LoadResult{}
 	smp := &sampler{python: python, cg: cg}
 	for range 5 {

@@ -181,6 +181,16 @@ type DirHolder interface {
 	HoldsDir(sharedDir string) bool
 }
 
+// Warmer is implemented by runners with work every sandbox shares that
+// can be done once, ahead of the first run (matplotlib's font cache):
+// Warm starts it in the background, Warmed waits until it is done (or ctx
+// ends). A server calls Warm once it is configured, so that its first
+// runs neither wait for that work nor compete with it.
+type Warmer interface {
+	Warm()
+	Warmed(ctx context.Context) error
+}
+
 // Closer is implemented by runners that hold resources across runs (run
 // cgroups being removed): Close waits for them once no run is left.
 type Closer interface {

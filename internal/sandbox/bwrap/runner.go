@@ -65,8 +65,8 @@ type Runner struct {
 	// ZygoteErr, when set, hears why a zygote ended on its own (its runs
 	// then start fresh sandboxes until the next one is up).
 	ZygoteErr func(error)
-	// FontCache builds matplotlib's font cache once, at the first start,
-	// and gives it to every later sandbox read-only (fonts.go): worth it
+	// FontCache builds matplotlib's font cache once, at Warm or the first
+	// start, and gives it to every later sandbox read-only (fonts.go): worth it
 	// for a long-running server, where many sandboxes import matplotlib.
 	FontCache bool
 
@@ -76,6 +76,8 @@ type Runner struct {
 	zclosed  bool
 	zchats   chats // recent runs of each chat (policy.go)
 	fontOnce sync.Once
+	fontDone chan struct{}             // closed when the build ended (fonts.go)
+	fontStop context.CancelFunc        // stops the build
 	fonts    atomic.Pointer[fontCache] // nil until built (fonts.go)
 	siteOnce sync.Once
 	siteDirs string // what site adds to sys.path, ":"-joined (site.go)
@@ -85,6 +87,10 @@ type Runner struct {
 // Close stops the zygotes and waits until the groups of finished runs are
 // removed.
 func (r *Runner) Close() error {
+	r.fontOnce.Do(func() {}) // no build starts after this
+	if r.fontStop != nil {
+		r.fontStop()
+	}
 	r.stopZygotes()
 	r.removing.Wait()
 	return nil
