@@ -79,6 +79,7 @@ type Runner struct {
 	fontDone chan struct{}             // closed when the build ended (fonts.go)
 	fontStop context.CancelFunc        // stops the build
 	fonts    atomic.Pointer[fontCache] // nil until built (fonts.go)
+	pyc      pycCache                  // the run files' byte code (pyc.go)
 	siteOnce sync.Once
 	siteDirs string // what site adds to sys.path, ":"-joined (site.go)
 	siteOK   bool
@@ -255,7 +256,7 @@ func (r *Runner) args(spec sandbox.Spec, fc *fontCache) []string {
 		py = append(py, "-S")
 	}
 	a = append(a, py...)
-	a = append(a, "/app/.nekro/boot.py",
+	a = append(a, scriptPath(spec.Files, "boot.py"),
 		strconv.FormatInt(l.MemoryBytes, 10), strconv.FormatInt(l.FileBytes, 10), strconv.Itoa(l.Processes),
 		strconv.Itoa(fdRelease), strconv.Itoa(fdReady), strconv.Itoa(conn))
 	if ok {
@@ -450,6 +451,7 @@ func (r *Runner) startFresh(ctx context.Context, spec sandbox.Spec) (sandbox.Pro
 	if err := r.ensureLayer(spec); err != nil {
 		return nil, fmt.Errorf("start sandbox: %w", err)
 	}
+	spec.Files = r.withPyc(spec.Files)
 	var parentEnds, childEnds []*os.File // closed here after the start
 	defer func() {
 		for _, f := range childEnds {

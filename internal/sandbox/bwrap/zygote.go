@@ -220,7 +220,7 @@ func (r *Runner) startZygoteLocked(spec sandbox.Spec, key string, preload []stri
 		files[n] = b
 	}
 	files["zygote.py"] = zygotePy
-	spec.Files, spec.Conn = files, nil
+	spec.Files, spec.Conn = r.withPyc(files), nil
 	z := &zygote{r: r, key: key, chat: spec.SharedDir, preload: preload, used: time.Now(),
 		stopped: make(chan struct{}), arrived: make(chan struct{}), upCh: make(chan struct{})}
 	r.zygotes[spec.SharedDir] = z
@@ -549,7 +549,7 @@ func (z *zygote) serve(spec sandbox.Spec) error {
 		"memory": l.MemoryBytes, "file": l.FileBytes, "processes": l.Processes, "tmp": l.TmpBytes,
 		"network": l.Network, "preload": preload, "zygote_env": []string{"OPENBLAS_NUM_THREADS"},
 	})
-	a = append(a, z.r.Python, "-I", "-B", "-u", "/app/.nekro/zygote.py", string(cfg))
+	a = append(a, z.r.Python, "-I", "-B", "-u", scriptPath(spec.Files, "zygote.py"), string(cfg))
 	cmd := exec.Command(bw, a...)
 	cmd.ExtraFiles = extra
 	cmd.SysProcAttr = z.r.sysProcAttr(spec.UID, spec.GID)

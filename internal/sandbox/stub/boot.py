@@ -38,6 +38,9 @@ def _set_limits(mem, fsize, nproc):
 def _limit():
     _set_limits(*(int(a) for a in sys.argv[1:4]))
     del sys.argv[1:]
+    # The host may start this file's byte code (boot.pyc): the run sees
+    # the source's name either way.
+    sys.argv[0] = "/app/.nekro/boot.py"
 
 
 def _site(dirs):
