@@ -36,6 +36,8 @@ type Manager struct {
 	loops   map[string]string // absolute image path -> "/dev/loopN", mounted by this manager
 	found   map[string]string // the same, bound when it first read every device
 	pruneAt int               // len(loops) that makes remember drop stale entries
+
+	tmu sync.Mutex // held while an empty image is found or made (template)
 }
 
 // NewManager returns a manager with nothing mounted.

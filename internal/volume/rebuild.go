@@ -71,7 +71,7 @@ func needsRebuild(sb superblock, spec Spec) bool {
 func rebuild(ctx context.Context, m *Manager, image, dir string, spec Spec, sb superblock) (bool, error) {
 	fresh := image + ".rebuild"
 	os.Remove(fresh)
-	if err := makeImage(ctx, fresh, spec); err != nil {
+	if err := m.makeImage(ctx, fresh, spec); err != nil {
 		return false, err
 	}
 	defer os.Remove(fresh) // nothing left once it took the old one's place

@@ -19,7 +19,7 @@ func TestReadSuperblockAgreesWithDumpe2fs(t *testing.T) {
 	}
 	for _, spec := range []Spec{{Bytes: 8 << 20, Inodes: 300}, {Bytes: 600 << 20, Inodes: 5000, Journal: true}} {
 		img := filepath.Join(t.TempDir(), "v.img")
-		if err := makeImage(context.Background(), img, spec); err != nil {
+		if err := NewManager().makeImage(context.Background(), img, spec); err != nil {
 			t.Fatal(err)
 		}
 		got, err := readSuperblock(img)

@@ -28,6 +28,8 @@ package volume
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -175,7 +177,7 @@ func (v *Volume) setUp(ctx context.Context, spec Spec) error {
 	}
 	if !isMounted {
 		if _, err := os.Stat(v.image); errors.Is(err, os.ErrNotExist) {
-			if err := makeImage(ctx, v.image, spec); err != nil {
+			if err := v.m.makeImage(ctx, v.image, spec); err != nil {
 				return err
 			}
 		} else if err := v.awaitDetached(ctx, spec); err != nil {
@@ -225,27 +227,32 @@ func (v *Volume) adjust(ctx context.Context, spec Spec) error {
 	return nil
 }
 
-// makeImage writes a sparse ext4 image.
-func makeImage(ctx context.Context, image string, spec Spec) error {
+// makeImage writes a sparse ext4 image: a copy of an empty one made once
+// per spec (template), which saves a new chat's volumes an mkfs.ext4
+// each (an exec and writing the filesystem's metadata).
+func (m *Manager) makeImage(ctx context.Context, image string, spec Spec) error {
 	if spec.Bytes < 1<<20 {
 		return fmt.Errorf("a volume of %d bytes is too small (at least 1 MiB)", spec.Bytes)
 	}
+	tmpl, err := m.template(ctx, filepath.Dir(image), spec)
+	if err != nil {
+		return err
+	}
 	tmp := image + ".new"
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	err = f.Truncate(spec.Bytes)
-	f.Close()
-	if err != nil {
+	if err := copySparse(tmpl, tmp); err != nil {
 		os.Remove(tmp)
-		return err
+		return fmt.Errorf("copy the empty volume %s: %w", tmpl, err)
 	}
+	return os.Rename(tmp, image)
+}
+
+// mkfsArgs are mkfs.ext4's options for an image of spec.
+func mkfsArgs(spec Spec) []string {
 	args := []string{"-q", "-F", "-m", "0", "-E", "nodiscard"}
 	if spec.Inodes > 0 {
 		// At most one inode per 4 KiB: the inode tables (256 bytes each)
 		// then take at most a sixteenth of the image, and mkfs accepts it.
-		args = append(args, "-N", strconv.FormatInt(min(spec.Inodes, spec.Bytes/4096), 10))
+		args = append(args, "-N", strconv.FormatInt(inodesFor(spec), 10))
 	}
 	switch {
 	case spec.Journal && spec.Bytes >= 64<<20:
@@ -254,11 +261,100 @@ func makeImage(ctx context.Context, image string, spec Spec) error {
 	default:
 		args = append(args, "-O", "^has_journal")
 	}
+	return args
+}
+
+// template returns the empty image of spec in dir, made by mkfs.ext4 the
+// first time (by whichever process gets there, one goroutine at a time
+// in a process; a finished one is renamed into place, so none is ever
+// seen half written). Its name holds a hash
+// of the size and mkfs's options, so a changed spec gets another. Copies
+// share the filesystem's UUID, which ext4 does not need to be unique
+// (two copies mount side by side; only tools that find filesystems by
+// UUID, which nekro does not use, would see them alike).
+func (m *Manager) template(ctx context.Context, dir string, spec Spec) (string, error) {
+	m.tmu.Lock()
+	defer m.tmu.Unlock()
+	args := mkfsArgs(spec)
+	h := sha256.Sum256([]byte(strconv.FormatInt(spec.Bytes, 10) + "\x00" + strings.Join(args, "\x00")))
+	path := filepath.Join(dir, ".empty-"+hex.EncodeToString(h[:8])+".img")
+	if fi, err := os.Stat(path); err == nil && fi.Size() == spec.Bytes {
+		if _, err := readSuperblock(path); err == nil {
+			return path, nil
+		}
+	}
+	f, err := os.CreateTemp(dir, filepath.Base(path)+".*.new")
+	if err != nil {
+		return "", err
+	}
+	tmp := f.Name()
+	err = f.Truncate(spec.Bytes)
+	f.Close()
+	if err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
 	if out, err := exec.CommandContext(ctx, "mkfs.ext4", append(args, tmp)...).CombinedOutput(); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("mkfs.ext4: %v: %s", err, strings.TrimSpace(string(out)))
+		return "", fmt.Errorf("mkfs.ext4: %v: %s", err, strings.TrimSpace(string(out)))
 	}
-	return os.Rename(tmp, image)
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	return path, nil
+}
+
+// copySparse copies the file src to a new file dst, holes included: a
+// clone of its blocks where the filesystem shares them (FICLONE: btrfs,
+// XFS), else its data ranges only (SEEK_DATA, SEEK_HOLE) through
+// copy_file_range, the rest left holes.
+func copySparse(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	out, err := os.OpenFile(dst, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	if unix.IoctlFileClone(int(out.Fd()), int(in.Fd())) == nil {
+		return out.Close()
+	}
+	rfd, wfd, size := int(in.Fd()), int(out.Fd()), fi.Size()
+	for off := int64(0); off < size; {
+		data, err := unix.Seek(rfd, off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			break // holes to the end
+		}
+		if err != nil {
+			return fmt.Errorf("seek data: %w", err)
+		}
+		hole, err := unix.Seek(rfd, data, unix.SEEK_HOLE)
+		if err != nil {
+			return fmt.Errorf("seek hole: %w", err)
+		}
+		for roff, woff := data, data; roff < hole; {
+			n, err := unix.CopyFileRange(rfd, &roff, wfd, &woff, int(hole-roff), 0)
+			if err != nil {
+				return fmt.Errorf("copy_file_range: %w", err)
+			}
+			if n == 0 {
+				return fmt.Errorf("copy_file_range: %s ended at %d", src, roff)
+			}
+		}
+		off = hole
+	}
+	if err := out.Truncate(size); err != nil {
+		return err
+	}
+	return out.Close()
 }
 
 // grow enlarges the image to size bytes (online when it is mounted). A
