@@ -37,7 +37,8 @@ type Manager struct {
 	found   map[string]string // the same, bound when it first read every device
 	pruneAt int               // len(loops) that makes remember drop stale entries
 
-	tmu sync.Mutex // held while an empty image is found or made (template)
+	tmu    sync.Mutex // held while an empty image is found or made (template)
+	bindMu sync.Mutex // held while a free loop device is found and bound (mountLoop)
 }
 
 // NewManager returns a manager with nothing mounted.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 )
 
@@ -92,5 +93,43 @@ func TestManagerFindsTheDeviceAnotherProcessBound(t *testing.T) {
 	}
 	if m.scans != 0 {
 		t.Errorf("read every loop device %d times, want none", m.scans)
+	}
+}
+
+// Many volumes mounted at once by one manager (a burst of new chats) each
+// get a loop device of their own directly, without falling back to
+// mount(8) because concurrent binds kept taking the same free device.
+func TestConcurrentMountsBindTheirOwnDevices(t *testing.T) {
+	needLoops(t)
+	base := t.TempDir()
+	m := NewManager()
+	const n = 48
+	errs := make(chan error, n)
+	for i := range n {
+		img, dir := filepath.Join(base, strconv.Itoa(i)+".img"), filepath.Join(base, strconv.Itoa(i))
+		if err := m.makeImage(context.Background(), img, Spec{Bytes: 8 << 20, Inodes: 100}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unmount(dir) })
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			img, dir := filepath.Join(base, strconv.Itoa(i)+".img"), filepath.Join(base, strconv.Itoa(i))
+			errs <- m.mountLoop(img, dir, nil)
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -491,7 +491,14 @@ func (m *Manager) mountLoop(image, dir string, rec *os.File) error {
 		}
 		var hold *os.File
 		if dev == "" {
+			// One bind at a time in this process: LOOP_CTL_GET_FREE
+			// gives every concurrent caller the same device, and all but
+			// one of them then fail with EBUSY (new chats mount their
+			// volumes at once: 8 tries were not enough for 11-29 of 80
+			// them at 40 new chats, which fell back to mount(8)).
+			m.bindMu.Lock()
 			dev, hold, err = bindLoop(image)
+			m.bindMu.Unlock()
 			if errors.Is(err, unix.EBUSY) {
 				continue // the free device was taken meanwhile
 			}
