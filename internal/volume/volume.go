@@ -494,8 +494,8 @@ func (m *Manager) mountLoop(image, dir string, rec *os.File) error {
 			// One bind at a time in this process: LOOP_CTL_GET_FREE
 			// gives every concurrent caller the same device, and all but
 			// one of them then fail with EBUSY (new chats mount their
-			// volumes at once: 8 tries were not enough for 11-29 of 80
-			// them at 40 new chats, which fell back to mount(8)).
+			// volumes at once: 8 tries were not enough for 11-29 of the
+			// 80 volumes of 40 new chats, which fell back to mount(8)).
 			m.bindMu.Lock()
 			dev, hold, err = bindLoop(image)
 			m.bindMu.Unlock()
