@@ -84,8 +84,9 @@ func openRunner(layout files.Layout, rc runtime.Config, sc SandboxConfig, log *s
 		b.ZygoteErr = func(err error) { log.Warn("a chat's zygote ended: its runs start fresh sandboxes", "err", err) }
 	}
 	if b, ok := r.(*bwrap.Runner); ok && rc.WarmSpares {
-		b.FontCache = true // a server: matplotlib's font cache built once for all its sandboxes
-		b.Warm()           // now, in the background: not inside its first runs
+		b.FontCache = true       // a server: matplotlib's font cache built once for all its sandboxes
+		b.CompileRunFiles = true // and boot.py and the stubs compiled once per content
+		b.Warm()                 // now, in the background: not inside its first runs
 	}
 	if d, ok := r.(*docker.Runner); ok && d.SeccompProfile == "" {
 		prof, err := seccomp.DockerProfile()

@@ -142,8 +142,11 @@ func (r *Runner) compilePyc(name string, src []byte) (*pycEntry, error) {
 
 // withPyc returns files with the byte code of those in pycFiles that the
 // runner has compiled (and starts compiling those it has not): files
-// itself when there is none.
+// itself when there is none, or when CompileRunFiles is off.
 func (r *Runner) withPyc(files map[string][]byte) map[string][]byte {
+	if !r.CompileRunFiles {
+		return files
+	}
 	var out map[string][]byte
 	for name, script := range pycFiles {
 		src, ok := files[name]

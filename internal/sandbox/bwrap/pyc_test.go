@@ -19,6 +19,7 @@ import (
 // source, so the output tells which one the sandbox used.
 func TestFreshSandboxUsesCompiledRunFiles(t *testing.T) {
 	r := New("")
+	r.CompileRunFiles = true
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := r.Check(ctx); err != nil {
@@ -46,7 +47,17 @@ func TestFreshSandboxUsesCompiledRunFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := p.Release(ctx, []byte("import sys\nprint(MARK, sys.argv[0])\n1/0\n")); err != nil {
+		code := `import sys
+print(MARK, sys.argv[0])
+for f in ("/app/.nekro/api_caller.py", "/app/.nekro/boot.pyc", "/app/.nekro/new"):
+    try:
+        open(f, "a").close()
+        print("WROTE", f)
+    except OSError as e:
+        print("denied", e.errno)
+1/0
+`
+		if err := p.Release(ctx, []byte(code)); err != nil {
 			o, _ := p.Wait(ctx, time.Minute)
 			t.Fatalf("%v: %+v", err, o)
 		}
@@ -58,10 +69,13 @@ func TestFreshSandboxUsesCompiledRunFiles(t *testing.T) {
 	}
 	check := func(out, mark string) {
 		t.Helper()
-		for _, want := range []string{mark + " /app/.nekro/boot.py\n", "File \"main.py\", line 3", "ZeroDivisionError"} {
+		for _, want := range []string{mark + " /app/.nekro/boot.py\n", "File \"main.py\", line 9", "ZeroDivisionError"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("output lacks %q:\n%s", want, out)
 			}
+		}
+		if strings.Contains(out, "WROTE") {
+			t.Errorf("the run wrote to /app/.nekro:\n%s", out)
 		}
 	}
 	if len(r.withPyc(files)) != len(files) {
