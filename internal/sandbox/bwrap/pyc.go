@@ -30,9 +30,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -55,12 +57,22 @@ data = e._code_to_hash_pyc(code, _imp.source_hash(e._RAW_MAGIC_NUMBER, src), Fal
 sys.stdout.buffer.write(sys.implementation.cache_tag.encode() + b"\n" + data)
 `
 
-// pycKey identifies a file's content compiled by one interpreter.
+// pycKey identifies a file's content compiled by one interpreter (its
+// path and the file it names now).
 type pycKey [sha256.Size]byte
 
 func makePycKey(python, name string, src []byte) pycKey {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00", python, name)
+	// The interpreter's file too: upgraded in place (python3 3.11 to
+	// 3.12 under the same path), it must not be handed 3.11's byte code
+	// as its script, which it would refuse (bad magic number).
+	var id string
+	if fi, err := os.Stat(python); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			id = fmt.Sprintf("%d:%d:%d:%d", st.Dev, st.Ino, fi.Size(), fi.ModTime().UnixNano())
+		}
+	}
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00", python, id, name)
 	h.Write(src)
 	var k pycKey
 	h.Sum(k[:0])

@@ -106,3 +106,31 @@ for f in ("/app/.nekro/api_caller.py", "/app/.nekro/boot.pyc", "/app/.nekro/new"
 	}
 	check(run(), "bytecode")
 }
+
+// Byte code is keyed by the interpreter's file as well as its path: an
+// interpreter replaced in place (a Python upgrade) gets its own, and is
+// never started on byte code with another's magic number.
+func TestPycKeyFollowsTheInterpreterFile(t *testing.T) {
+	py := filepath.Join(t.TempDir(), "python3")
+	if err := os.WriteFile(py, []byte("3.11"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := []byte("pass\n")
+	k := makePycKey(py, "boot.py", src)
+	if makePycKey(py, "boot.py", src) != k {
+		t.Fatal("the key changes with nothing changed")
+	}
+	if makePycKey(py, "boot.py", []byte("pass  \n")) == k || makePycKey(py, "zygote.py", src) == k {
+		t.Error("the key ignores the content or the name")
+	}
+	tmp := py + ".new"
+	if err := os.WriteFile(tmp, []byte("3.12!"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, py); err != nil {
+		t.Fatal(err)
+	}
+	if makePycKey(py, "boot.py", src) == k {
+		t.Error("the key stayed when the interpreter was replaced")
+	}
+}
