@@ -88,6 +88,8 @@ type hello struct {
 	} `json:"commands"`
 	Hooks  hookFlags       `json:"hooks"`
 	Config json.RawMessage `json:"config"` // the ConfigBase class's fields (pluginconfig.Field), or null
+	// Router says the plugin serves a web router (mount_router, web.go).
+	Router bool `json:"router"`
 }
 
 // message is any line either way.
@@ -169,6 +171,8 @@ type process struct {
 	inflight map[int64]string
 	culprit  string
 	verdict  *verdict
+	// streams are the web requests under way, by request id (web.go).
+	streams map[int64]*stream
 }
 
 // load starts the process and builds the plugin it describes.
@@ -333,6 +337,9 @@ func (h *host) build(hl *hello) (err error) {
 		if err != nil {
 			return fmt.Errorf("%s: %w", h.path, err)
 		}
+	}
+	if hl.Router {
+		p.MountRoutes(routeHandler{h}, "/") // public, as the reference's plugin routers are
 	}
 	if len(hl.Config) > 0 && string(hl.Config) != "null" {
 		if _, err := pluginconfig.Fields(hl.Config); err != nil {
@@ -895,9 +902,11 @@ func (h *host) read(p *process) {
 			go p.answer(h, m)
 		case m.ID != nil:
 			p.pmu.Lock()
-			ch := p.pending[*m.ID]
+			ch, st := p.pending[*m.ID], p.streams[*m.ID]
 			p.pmu.Unlock()
-			if ch != nil {
+			if st != nil { // a web request's answer, in parts (web.go)
+				st.deliver(m)
+			} else if ch != nil {
 				ch <- m
 			}
 		}

@@ -23,7 +23,7 @@ import traceback
 import types
 import typing
 
-from nekro_agent import _config, _deps, _link
+from nekro_agent import _config, _deps, _link, _web
 from nekro_agent.api.plugin import NekroPlugin, SandboxMethodType
 from nekro_agent.api.schemas import AgentCtx
 
@@ -104,6 +104,11 @@ async def load_in_loop(path: str):
     """load, run inside the event loop as the reference imports plugins
     (module-level code may create tasks or ask for the running loop)."""
     return load(path)
+
+
+async def _in_loop(func, *args):
+    """func(*args), run inside the event loop (as the reference runs it)."""
+    return func(*args)
 
 
 def where(err: BaseException, path: str) -> dict:
@@ -310,10 +315,11 @@ def compile_check(ann):
 
 
 class Host:
-    def __init__(self, plugin: NekroPlugin, link: _link.Link, loop: asyncio.AbstractEventLoop):
+    def __init__(self, plugin: NekroPlugin, link: _link.Link, loop: asyncio.AbstractEventLoop, app=None):
         self.plugin = plugin
         self.link = link
         self.loop = loop
+        self.web = _web.Web(app, link, plugin.key)  # the plugin's router (mount_router)
         self.methods = {}
         for func, kind, _n, _d in plugin.sandbox_methods:
             sig = inspect.signature(func)
@@ -355,6 +361,8 @@ class Host:
         try:
             if op == "call":
                 result = await self.call(a, msg.get("call", ""))
+            elif op == "http":
+                result = await self.web.serve(mid, a)
             elif op == "command":
                 result = await self.command(a, msg.get("call", ""))
             elif op == "ready":
@@ -629,6 +637,8 @@ def main() -> None:
         _compat.apply()
         plugin = loop.run_until_complete(load_in_loop(path))
         hello = describe(plugin)
+        app = loop.run_until_complete(_in_loop(_web.build_app, plugin))
+        hello["router"] = app is not None
     except BaseException as e:
         link.send({"op": "hello", "error": "%s: %s" % (type(e).__name__, e), **where(e, path)})
         return
@@ -640,7 +650,7 @@ def main() -> None:
                           "(the plugin's sandbox methods and hooks work)" % (plugin.key, "; ".join(missing))})
 
     _link._loop = loop
-    host = Host(plugin, link, loop)
+    host = Host(plugin, link, loop, app)
     loop.run_until_complete(serve(host, link, sock))
 
 
@@ -782,6 +792,8 @@ class _Protocol(asyncio.BufferedProtocol):
             raise ValueError("a %s, not a JSON object" % type(msg).__name__)
         if "req" in msg and "op" not in msg:
             self.link.answered(msg)
+        elif msg.get("op") in ("http.ack", "http.cancel"):
+            self.host.web.control(msg)
         else:
             t = start_task(self.host.handle(msg), self.host.loop)
             if t is not None:

@@ -95,10 +95,11 @@ class NekroPlugin:
         self.i18n_description = _ignored.get("i18n_description")
         self._is_builtin, self._is_package = is_builtin, is_package
         self.commands: list = []  # (name, func, metadata dict): served as chat commands
-        # What nekro does not serve yet is recorded (and said in its log
-        # when the plugin loads): web routers, webhooks and asynchronous
-        # tasks.
+        # The web router (mount_router), served by nekro_agent._web.
         self.router_factory: Optional[Callable] = None
+        self._router = None
+        # What nekro does not serve yet is recorded (and said in its log
+        # when the plugin loads): webhooks and asynchronous tasks.
         self.webhook_methods: dict = {}
         self.async_tasks: dict = {}
         global _current_plugin
@@ -241,17 +242,28 @@ class NekroPlugin:
         self.commands.append((name, func, meta))
 
     def mount_router(self):
-        """A web router factory (FastAPI in the reference): recorded, not
-        served (nekro does not serve Python plugins' routers yet)."""
+        """Mount a web router: def f() -> fastapi.APIRouter. Its routes are
+        served at /plugins/{key}/... (the reference's prefix) by the
+        plugin's own process, while the plugin is enabled (nekro_agent._web)."""
 
         def deco(func):
             self.router_factory = func
+            self._router = None
             return func
 
         return deco
 
     def get_plugin_router(self):
-        return None
+        """The APIRouter the mount_router function returns (made once), or
+        None when the plugin mounts none or the function fails (logged)."""
+        if self._router is not None or self.router_factory is None:
+            return self._router
+        try:
+            self._router = self.router_factory()
+        except Exception:  # noqa: BLE001 - the reference serves the plugin without routes
+            self.logger.exception("plugin %s: its router function failed; no web routes", self.key)
+            return None
+        return self._router
 
     def mount_webhook_method(self, endpoint: str, name: str, description: str = ""):
         """A webhook handler: recorded, not served yet."""
@@ -307,8 +319,6 @@ class NekroPlugin:
     def not_served(self) -> list:
         """What the plugin declared that nekro does not serve yet."""
         out = []
-        if self.router_factory is not None:
-            out.append("a web router")
         if self.webhook_methods:
             out.append("webhooks (%s)" % ", ".join(sorted(self.webhook_methods)))
         return out
