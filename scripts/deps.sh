@@ -31,6 +31,8 @@ if [ "${1:-}" = test ]; then
   # The Python plugin host's tests make httpx requests from plugin methods
   # (inside an asyncio Task, as real Nekro Agent plugins do).
   /usr/bin/python3 -c 'import httpx' >/dev/null 2>&1 || need+=(python3-httpx)
+  # Python plugins' web routers (mount_router) are FastAPI APIRouters.
+  /usr/bin/python3 -c 'import fastapi' >/dev/null 2>&1 || need+=(python3-fastapi)
   # The MCP tests run the reference MCP servers and the conformance suite (npm).
   command -v node >/dev/null 2>&1 || need+=(nodejs)
   command -v npm >/dev/null 2>&1 || need+=(npm)

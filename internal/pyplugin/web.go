@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/nekro-go/nekro/internal/pluginhost"
 )
 
 // A Python plugin's web router (mount_router) runs in its process
@@ -146,6 +148,7 @@ func (h *host) serveRoute(w http.ResponseWriter, r *http.Request) {
 		p.send(message{ID: &id, Op: "http.cancel"})
 	}
 	rc := http.NewResponseController(w)
+	shutdown := pluginhost.Shutdown(ctx)
 	started := false
 	for {
 		select {
@@ -223,6 +226,12 @@ func (h *host) serveRoute(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 			cancelRequest()
 			return
+		case <-shutdown:
+			if started { // a stream: it ends now, the others finish
+				cancelRequest()
+				return
+			}
+			shutdown = nil
 		}
 	}
 }

@@ -235,8 +235,15 @@ func TestPythonPluginRouters(t *testing.T) {
 	if st, body, _ := get(t, s, "GET", app+"/boom", nil); st != 500 || strings.Contains(body, "route-secret-detail") || strings.Contains(body, "Traceback") {
 		t.Errorf("raising handler: %d %q", st, body)
 	}
-	if logs := s.Logs.String(); !strings.Contains(logs, "route-secret-detail") || !strings.Contains(logs, "Traceback") {
-		t.Errorf("the raising handler's traceback is not in the log:\n%s", logs)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		// The 500 is sent before the exception reaches the log.
+		if logs := s.Logs.String(); strings.Contains(logs, "route-secret-detail") && strings.Contains(logs, "Traceback") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the raising handler's traceback is not in the log:\n%s", s.Logs)
+			break
+		}
 	}
 	// The plugin's own calls to nekro work from a handler.
 	if st, body, _ := get(t, s, "GET", app+"/store?v=kept", nil); st != 200 || !strings.Contains(body, `"kept"`) {
@@ -304,5 +311,20 @@ func TestPythonPluginRouters(t *testing.T) {
 	}
 	if st, body, _ := get(t, s, "GET", app+"/version", nil); st != 200 || !strings.Contains(body, "v2") {
 		t.Errorf("after the reload: %d %q", st, body)
+	}
+
+	// An open stream does not hold nekro's shutdown: it ends first.
+	resp, err = http.Get("http://" + s.Addr + app + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if line, _ := bufio.NewReader(resp.Body).ReadString('\n'); line != "data: first\n" {
+		t.Fatalf("the stream before the shutdown: %q", line)
+	}
+	t0 = time.Now()
+	s.Stop()
+	if took := time.Since(t0); took > 15*time.Second {
+		t.Errorf("shutdown with an open stream took %s", took)
 	}
 }

@@ -244,6 +244,8 @@ func (s *Server) pluginRoutes(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, "plugin %s failed", key)
 		}
 	}()
+	// A route's streamed answer may end at shutdown (pluginhost.Shutdown).
+	r = r.WithContext(pluginhost.WithShutdown(r.Context(), s.streamsDone))
 	http.StripPrefix(prefix, h).ServeHTTP(w, r)
 }
 
