@@ -115,6 +115,9 @@ func TestPythonPluginRouters(t *testing.T) {
 	if want := `{"method":"GET","path":"/plugins/tester.webapp/echo","q":"a b","x_test":"yes","auth":""}`; string(echo) != want {
 		t.Errorf("echo: %s, want %s", echo, want)
 	}
+	if st, body, _ := get(t, s, "GET", app+"/file", nil); st != 200 || body != strings.Repeat("file ", 40000) {
+		t.Errorf("FileResponse: %d, %d bytes", st, len(body))
+	}
 	if st, _, h := get(t, s, "GET", app+"/cookies", nil); st != 200 || len(h.Values("Set-Cookie")) != 2 {
 		t.Errorf("two cookies: %d %v", st, h)
 	}

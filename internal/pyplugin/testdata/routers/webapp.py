@@ -5,7 +5,7 @@ import hashlib
 import os
 
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
 
 from nekro_agent.api.plugin import NekroPlugin, SandboxMethodType
 from nekro_agent.api.schemas import AgentCtx
@@ -51,6 +51,12 @@ def create_router() -> APIRouter:
     async def big(n: int = 3 << 20):
         return Response(b"x" * n, media_type="application/octet-stream",
                         headers={"X-Sum": hashlib.sha256(b"x" * n).hexdigest()})
+
+    @router.get("/file")
+    async def file():
+        path = plugin.get_plugin_data_dir() / "page.txt"
+        path.write_bytes(b"file " * 40000)
+        return FileResponse(path, media_type="text/plain")
 
     @router.get("/cookies")
     async def cookies():
