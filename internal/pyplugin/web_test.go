@@ -331,3 +331,21 @@ func TestPythonPluginRouters(t *testing.T) {
 		t.Errorf("shutdown with an open stream took %s", took)
 	}
 }
+
+// A plugin that mounts a router where FastAPI is not installed does not
+// load, its error naming the package; the others load.
+func TestRouterWithoutFastAPIFailsToLoad(t *testing.T) {
+	r := testutil.RunNekro(t, nil, "plugins", "--data", testutil.DataDir(t), "--plugin-dir", "testdata/nofastapi")
+	if r.Code == 0 || !strings.Contains(r.Stdout, "tester.fine") {
+		t.Fatalf("nekro plugins: want exit 1 listing tester.fine: %+v", r)
+	}
+	i := strings.Index(r.Stdout, "not loaded (1):")
+	if i < 0 {
+		t.Fatalf("no list of plugins not loaded:\n%s", r.Stdout)
+	}
+	for _, w := range []string{"nofastapi.py", "RouterError", "mount_router", "fastapi package", "python3-fastapi"} {
+		if !strings.Contains(r.Stdout[i:], w) {
+			t.Errorf("the failure lacks %q:\n%s", w, r.Stdout[i:])
+		}
+	}
+}
