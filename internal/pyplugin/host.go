@@ -149,7 +149,10 @@ type host struct {
 	active  int
 	retired bool
 	next    *host
-	inited  bool // the plugin's init ran in this host
+	// retiredCh is closed when the host is retired: its open web
+	// streams end, and their clients reconnect to the new version.
+	retiredCh chan struct{}
+	inited    bool // the plugin's init ran in this host
 }
 
 // process is one run of the plugin's Python process.
@@ -180,6 +183,7 @@ func (h *host) load(ctx context.Context) (*plugin.Plugin, error) {
 	h.calls = map[string]*plugin.Ctx{}
 	h.readers = map[string]*plugin.Ctx{}
 	h.strikes, h.suspects = map[string]strike{}, map[string]bool{}
+	h.retiredCh = make(chan struct{})
 	p, hl, err := h.start(ctx)
 	if err != nil {
 		return nil, err

@@ -240,6 +240,9 @@ func (s *Set) remove(ctx context.Context, t Target, path string) {
 // its process, in the background.
 func (s *Set) retire(h *host, next *host) {
 	h.mu.Lock()
+	if !h.retired && h.retiredCh != nil {
+		close(h.retiredCh)
+	}
 	h.retired, h.next = true, next
 	h.mu.Unlock()
 	s.mu.Lock()

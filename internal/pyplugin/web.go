@@ -148,7 +148,7 @@ func (h *host) serveRoute(w http.ResponseWriter, r *http.Request) {
 		p.send(message{ID: &id, Op: "http.cancel"})
 	}
 	rc := http.NewResponseController(w)
-	shutdown := pluginhost.Shutdown(ctx)
+	shutdown, retired := pluginhost.Shutdown(ctx), h.retiredCh
 	started := false
 	for {
 		select {
@@ -217,6 +217,9 @@ func (h *host) serveRoute(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-p.done:
+			if len(st.ch) > 0 { // what it sent before it ended comes first
+				continue
+			}
 			h.log.Warn("python plugin process ended during a web request", "path", r.URL.Path)
 			if !started {
 				routeError(w, http.StatusBadGateway, fmt.Sprintf("plugin %s: its process ended during the request; it is restarted", h.plugin.Key()))
@@ -232,6 +235,14 @@ func (h *host) serveRoute(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			shutdown = nil
+		case <-retired:
+			// Reloaded or removed: a stream ends (an EventSource
+			// reconnects, to the new version); the others finish here.
+			if started {
+				cancelRequest()
+				return
+			}
+			retired = nil
 		}
 	}
 }

@@ -304,7 +304,22 @@ func TestPythonPluginRouters(t *testing.T) {
 		t.Errorf("enabled again: %d", st)
 	}
 
-	// A reload swaps the router.
+	// A reload swaps the router; a stream open on the old version ends
+	// (an EventSource would reconnect, to the new one).
+	old, err := http.Get("http://" + s.Addr + app + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Body.Close()
+	oldEvents := bufio.NewReader(old.Body)
+	if line, _ := oldEvents.ReadString('\n'); line != "data: first\n" {
+		t.Fatalf("the stream before the reload: %q", line)
+	}
+	oldEnded := make(chan time.Time, 1)
+	go func() {
+		io.ReadAll(oldEvents)
+		oldEnded <- time.Now()
+	}()
 	b, _ := os.ReadFile(filepath.Join(plugins, "webapp.py"))
 	if err := os.WriteFile(filepath.Join(plugins, "webapp.py"), bytes.Replace(b, []byte(`VERSION = "v1"`), []byte(`VERSION = "v2"`), 1), 0o644); err != nil {
 		t.Fatal(err)
@@ -314,6 +329,11 @@ func TestPythonPluginRouters(t *testing.T) {
 	}
 	if st, body, _ := get(t, s, "GET", app+"/version", nil); st != 200 || !strings.Contains(body, "v2") {
 		t.Errorf("after the reload: %d %q", st, body)
+	}
+	select {
+	case <-oldEnded:
+	case <-time.After(20 * time.Second):
+		t.Errorf("the stream open on the old version did not end after the reload")
 	}
 
 	// An open stream does not hold nekro's shutdown: it ends first.
