@@ -78,16 +78,15 @@ type routeRequest struct {
 	Server  [2]any      `json:"server"`
 }
 
-// routeStart is the answer's status and headers.
-type routeStart struct {
+// routePart is a line of the answer: its start (status and headers,
+// usually with the first chunk of the body), or a chunk of the body.
+type routePart struct {
 	Status  int         `json:"status"`
 	Headers [][2]string `json:"headers"`
-}
-
-// routeBody is one chunk of the answer's body.
-type routeBody struct {
-	Body []byte `json:"body"`
-	More bool   `json:"more"`
+	Body    []byte      `json:"body"` // base64 in JSON
+	// More says whether more of the body follows; absent on a start
+	// without a body chunk.
+	More *bool `json:"more"`
 }
 
 // hopByHop are the headers of one connection, never passed on.
@@ -154,39 +153,42 @@ func (h *host) serveRoute(w http.ResponseWriter, r *http.Request) {
 		select {
 		case m := <-st.ch:
 			switch m.Op {
-			case "http.start":
-				var s routeStart
-				if err := json.Unmarshal(m.Args, &s); err != nil || s.Status < 100 || s.Status > 999 || started {
-					h.log.Warn("python plugin sent a bad answer start", "path", r.URL.Path, "err", err)
-					cancelRequest()
-					h.failRoute(w, started)
-					return
-				}
-				started = true
-				startBy.Stop()
-				hdr := w.Header()
-				for _, kv := range s.Headers {
-					k := http.CanonicalHeaderKey(latin1(kv[0]))
-					if !hopByHop[k] {
-						hdr.Add(k, latin1(kv[1]))
+			case "http.start", "http.body":
+				var part routePart
+				err := json.Unmarshal(m.Args, &part)
+				if m.Op == "http.start" {
+					if err != nil || part.Status < 100 || part.Status > 999 || started {
+						h.log.Warn("python plugin sent a bad answer start", "path", r.URL.Path, "err", err)
+						cancelRequest()
+						h.failRoute(w, started)
+						return
 					}
-				}
-				w.WriteHeader(s.Status)
-			case "http.body":
-				var b routeBody
-				if err := json.Unmarshal(m.Args, &b); err != nil || !started {
-					h.log.Warn("python plugin sent a body chunk before its answer's start", "path", r.URL.Path, "err", err)
+					started = true
+					startBy.Stop()
+					hdr := w.Header()
+					for _, kv := range part.Headers {
+						k := http.CanonicalHeaderKey(latin1(kv[0]))
+						if !hopByHop[k] {
+							hdr.Add(k, latin1(kv[1]))
+						}
+					}
+					w.WriteHeader(part.Status)
+					if part.More == nil { // no body chunk with it
+						continue
+					}
+				} else if err != nil || !started || part.More == nil {
+					h.log.Warn("python plugin sent a bad body chunk, or one before its answer's start", "path", r.URL.Path, "err", err)
 					cancelRequest()
 					h.failRoute(w, started)
 					return
 				}
-				if len(b.Body) > 0 {
-					if _, err := w.Write(b.Body); err != nil { // the client left
+				if len(part.Body) > 0 {
+					if _, err := w.Write(part.Body); err != nil { // the client left
 						cancelRequest()
 						return
 					}
 				}
-				if !b.More {
+				if !*part.More {
 					return
 				}
 				rc.Flush()

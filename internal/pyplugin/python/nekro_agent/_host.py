@@ -362,7 +362,9 @@ class Host:
             if op == "call":
                 result = await self.call(a, msg.get("call", ""))
             elif op == "http":
-                result = await self.web.serve(mid, a)
+                if await self.web.serve(mid, a):
+                    return  # answered in full: nekro has closed the request
+                result = None
             elif op == "command":
                 result = await self.command(a, msg.get("call", ""))
             elif op == "ready":

@@ -5,10 +5,16 @@ sending the request over the plugin's connection (op "http": method,
 path, query, headers and the whole body, at most 1 MiB) and writing back
 what the plugin's ASGI application sends, as it sends it:
 
-  {"id": N, "op": "http.start", "args": {"status": 200, "headers": [[k, v], ...]}}
+  {"id": N, "op": "http.start", "args": {"status": 200, "headers": [[k, v], ...],
+                                          "body": base64, "more": true}}
   {"id": N, "op": "http.body", "args": {"body": base64, "more": true}}
   ...
-  {"id": N, "result": null}            (or "error": the application raised)
+  {"id": N, "op": "http.body", "args": {"body": base64, "more": false}}
+
+The start carries the first body chunk (most answers are one message);
+the request's answer, {"id": N, "result": null} (or "error": the
+application raised), is sent only when the answer did not end with a
+"more": false chunk.
 
 nekro acknowledges each body chunk once it has written it to the client
 ({"id": N, "op": "http.ack"}); at most WINDOW chunks are unacknowledged,
@@ -99,15 +105,16 @@ class Web:
         if task is not None and not task.done():
             asyncio.get_running_loop().call_later(CANCEL_GRACE, task.cancel)
 
-    async def serve(self, sid: int, req: dict) -> None:
+    async def serve(self, sid: int, req: dict) -> bool:
+        """Answer request sid; True when the answer was sent in full."""
         s = _Stream()
         s.task = asyncio.current_task()
         self.streams[sid] = s
         try:
             if self.app is None:
                 await self._plain(sid, 404, b'{"detail":"Not Found"}')
-                return
-            await self._serve(sid, s, req)
+                return True
+            return await self._serve(sid, s, req)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # noqa: BLE001 - logged here, the client gets a bare 500
@@ -121,9 +128,8 @@ class Web:
 
     async def _plain(self, sid: int, status: int, body: bytes) -> None:
         self.link.send({"id": sid, "op": "http.start",
-                        "args": {"status": status, "headers": [["content-type", "application/json"]]}})
-        self.link.send({"id": sid, "op": "http.body", "args": {"body": base64.b64encode(body).decode("ascii"),
-                                                               "more": False}})
+                        "args": {"status": status, "headers": [["content-type", "application/json"]],
+                                 "body": base64.b64encode(body).decode("ascii"), "more": False}})
 
     async def _serve(self, sid: int, s: _Stream, req: dict) -> None:
         body = base64.b64decode(req.get("body") or "")
@@ -150,18 +156,38 @@ class Web:
             return {"type": "http.disconnect"}
 
         started = False
+        # The start is held for the first body chunk to go with it when the
+        # application sends both in one step (a plain Response does); a
+        # streamed answer's start goes alone at the end of that step.
+        start = None
+        done = False
+
+        def flush_start():
+            nonlocal start
+            if start is not None and not s.gone.is_set():
+                self.link.send({"id": sid, "op": "http.start", "args": start})
+            start = None
 
         async def send(message):
-            nonlocal started
+            nonlocal started, start, done
             kind = message.get("type")
             if s.gone.is_set():
                 return  # the client left: what is sent after that goes nowhere, as with an ASGI server
             if kind == "http.response.start":
                 started = True
                 hs = [[_text(k), _text(v)] for k, v in message.get("headers") or []]
-                self.link.send({"id": sid, "op": "http.start",
-                                "args": {"status": int(message.get("status", 200)), "headers": hs}})
+                start = {"status": int(message.get("status", 200)), "headers": hs}
+                asyncio.get_running_loop().call_soon(flush_start)
+            elif kind == "http.response.body" and start is not None and len(message.get("body") or b"") <= CHUNK:
+                data = bytes(message.get("body") or b"")
+                more = bool(message.get("more_body", False))
+                start["body"], start["more"] = base64.b64encode(data).decode("ascii"), more
+                self.link.send({"id": sid, "op": "http.start", "args": start})
+                start = None
+                s.unacked += more
+                done = not more
             elif kind == "http.response.body":
+                flush_start()
                 data = bytes(message.get("body") or b"")
                 more = bool(message.get("more_body", False))
                 pieces = [data[i:i + CHUNK] for i in range(0, len(data), CHUNK)] or [b""]
@@ -171,14 +197,17 @@ class Web:
                         await s.credit.wait()
                     if s.gone.is_set():
                         return
-                    s.unacked += 1
+                    last = not more and i == len(pieces) - 1
+                    s.unacked += not last
                     self.link.send({"id": sid, "op": "http.body",
-                                    "args": {"body": base64.b64encode(piece).decode("ascii"),
-                                             "more": more or i < len(pieces) - 1}})
+                                    "args": {"body": base64.b64encode(piece).decode("ascii"), "more": not last}})
+                    done = last
 
         await self.app(scope, receive, send)
+        flush_start()  # a start and no body
         if not started and not s.gone.is_set():
             raise RouterError("the plugin's application returned without an answer")
+        return done
 
 
 def _text(v) -> str:
