@@ -152,7 +152,8 @@ type host struct {
 	// retiredCh is closed when the host is retired: its open web
 	// streams end, and their clients reconnect to the new version.
 	retiredCh chan struct{}
-	inited    bool // the plugin's init ran in this host
+	bodySlots chan struct{} // web requests' bodies being taken in (web.go)
+	inited    bool          // the plugin's init ran in this host
 }
 
 // process is one run of the plugin's Python process.
@@ -184,6 +185,7 @@ func (h *host) load(ctx context.Context) (*plugin.Plugin, error) {
 	h.readers = map[string]*plugin.Ctx{}
 	h.strikes, h.suspects = map[string]strike{}, map[string]bool{}
 	h.retiredCh = make(chan struct{})
+	h.bodySlots = make(chan struct{}, routeBodies)
 	p, hl, err := h.start(ctx)
 	if err != nil {
 		return nil, err

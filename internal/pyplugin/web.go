@@ -8,8 +8,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -42,6 +44,12 @@ const (
 	// loop blocked (a handler calling time.sleep, say) and is restarted,
 	// as a sandbox call's missed deadline restarts it.
 	routeCancelGrace = 5 * time.Second
+	// routeBodies is how many requests with a body one plugin takes in
+	// at once (each is held whole, and once more as JSON, until it is
+	// sent to the process): others wait, within RouteStartTimeout, and a
+	// body must arrive within that time too, so slow senders cannot
+	// hold the slots.
+	routeBodies = 32
 )
 
 // stream is one request's answer, as the connection's reader delivers
@@ -108,19 +116,52 @@ func (h *host) serveRoute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.leave()
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRouteBody+1))
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig) || len(body) > MaxRouteBody:
-		routeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", MaxRouteBody))
-		return
-	case err != nil:
-		routeError(w, http.StatusBadRequest, "request body: "+err.Error())
-		return
-	}
 	ctx := r.Context()
 	startBy := time.NewTimer(RouteStartTimeout)
 	defer startBy.Stop()
+	var body []byte
+	release := func() {}
+	if r.ContentLength != 0 {
+		if r.ContentLength > MaxRouteBody {
+			routeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", MaxRouteBody))
+			return
+		}
+		select {
+		case h.bodySlots <- struct{}{}:
+			var once sync.Once
+			release = func() { once.Do(func() { <-h.bodySlots }) }
+			defer release()
+		case <-startBy.C:
+			routeError(w, http.StatusServiceUnavailable, fmt.Sprintf("plugin %s is busy receiving other requests", h.plugin.Key()))
+			return
+		case <-ctx.Done():
+			return
+		}
+		rc := http.NewResponseController(w)
+		rc.SetReadDeadline(time.Now().Add(RouteStartTimeout))
+		var err error
+		body, err = io.ReadAll(io.LimitReader(r.Body, MaxRouteBody+1))
+		if err != nil {
+			// Closed unread, the connection is not kept: the server does
+			// not wait for the rest of the body before it answers.
+			r.Body.Close()
+		} else {
+			rc.SetReadDeadline(time.Time{}) // the server's watch for the client leaving must not time out
+		}
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig) || len(body) > MaxRouteBody:
+			routeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", MaxRouteBody))
+			return
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			routeError(w, http.StatusRequestTimeout, fmt.Sprintf("the request body did not arrive within %s", RouteStartTimeout))
+			return
+		case err != nil:
+			routeError(w, http.StatusBadRequest, "request body: "+err.Error())
+			return
+		}
+		startBy.Reset(RouteStartTimeout) // the plugin's time starts when it has the request
+	}
 	waitCtx, cancel := context.WithTimeout(ctx, RouteStartTimeout)
 	p, err := h.current(waitCtx)
 	cancel()
@@ -138,7 +179,10 @@ func (h *host) serveRoute(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	args, _ := json.Marshal(h.routeRequest(r, body))
-	if err := p.send(message{ID: &id, Op: "http", Args: args}); err != nil {
+	err = p.send(message{ID: &id, Op: "http", Args: args})
+	body, args = nil, nil
+	release()
+	if err != nil {
 		routeError(w, http.StatusBadGateway, fmt.Sprintf("plugin %s: %v", h.plugin.Key(), err))
 		return
 	}

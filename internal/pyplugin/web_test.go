@@ -174,7 +174,19 @@ func TestPythonPluginRouters(t *testing.T) {
 		body   string
 		took   time.Duration
 	}
-	hang, block := make(chan result, 1), make(chan result, 1)
+	hang, block, slow := make(chan result, 1), make(chan result, 1), make(chan string, 1)
+	go func() { // a body that never comes
+		c, err := net.Dial("tcp", s.Addr)
+		if err != nil {
+			slow <- err.Error()
+			return
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST %s/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc", app)
+		c.SetReadDeadline(time.Now().Add(90 * time.Second))
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		slow <- line
+	}()
 	go func() {
 		t0 := time.Now()
 		st, body, _ := get(t, s, "GET", app+"/hang", nil)
@@ -215,7 +227,8 @@ func TestPythonPluginRouters(t *testing.T) {
 		t.Errorf("the rest of the stream: %q", rest)
 	}
 
-	// Many requests at once.
+	// Many requests at once, and more bodies at once than are taken in
+	// at a time.
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	statuses := map[int]int{}
@@ -233,6 +246,25 @@ func TestPythonPluginRouters(t *testing.T) {
 		t.Errorf("100 concurrent requests: %v", statuses)
 	}
 	t.Logf("100 concurrent requests of 300 ms each: %s", time.Since(t0))
+	half := in[:512<<10]
+	halfSum := sha256.Sum256(half)
+	bad := 0
+	t0 = time.Now()
+	for i := 0; i < 80; i++ {
+		wg.Go(func() {
+			st, body, _ := get(t, s, "POST", app+"/echo", half)
+			if st != 200 || !strings.Contains(body, hex.EncodeToString(halfSum[:])) {
+				mu.Lock()
+				bad++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if bad > 0 {
+		t.Errorf("80 concurrent 512 KiB bodies: %d failed", bad)
+	}
+	t.Logf("80 concurrent 512 KiB bodies: %s", time.Since(t0))
 
 	// A handler that raises: a bare 500, the traceback in nekro's log.
 	if st, body, _ := get(t, s, "GET", app+"/boom", nil); st != 500 || strings.Contains(body, "route-secret-detail") || strings.Contains(body, "Traceback") {
@@ -253,6 +285,10 @@ func TestPythonPluginRouters(t *testing.T) {
 		t.Errorf("store from a route: %d %q", st, body)
 	}
 
+	// The body that never came: 408 once its time is up.
+	if line := <-slow; !strings.Contains(line, " 408 ") {
+		t.Errorf("a body that never comes: %q", line)
+	}
 	// The hang: 504 after the start timeout, the plugin still serving.
 	r := <-hang
 	if r.status != 504 || r.took < 29*time.Second {

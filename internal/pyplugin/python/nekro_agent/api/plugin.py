@@ -98,6 +98,7 @@ class NekroPlugin:
         # The web router (mount_router), served by nekro_agent._web.
         self.router_factory: Optional[Callable] = None
         self._router = None
+        self.webui_path = _ignored.get("webui_path")  # its /__webui__/ file pages are not served
         # What nekro does not serve yet is recorded (and said in its log
         # when the plugin loads): webhooks and asynchronous tasks.
         self.webhook_methods: dict = {}
@@ -319,6 +320,8 @@ class NekroPlugin:
     def not_served(self) -> list:
         """What the plugin declared that nekro does not serve yet."""
         out = []
+        if self.webui_path and not str(self.webui_path).startswith("/"):
+            out.append("web UI files (webui_path=%r, /__webui__/)" % self.webui_path)
         if self.webhook_methods:
             out.append("webhooks (%s)" % ", ".join(sorted(self.webhook_methods)))
         return out
