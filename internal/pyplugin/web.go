@@ -201,7 +201,7 @@ func (h *host) serveRoute(w http.ResponseWriter, r *http.Request) {
 				var part routePart
 				err := json.Unmarshal(m.Args, &part)
 				if m.Op == "http.start" {
-					if err != nil || part.Status < 100 || part.Status > 999 || started {
+					if err != nil || part.Status < 200 || part.Status > 999 || started {
 						h.log.Warn("python plugin sent a bad answer start", "path", r.URL.Path, "err", err)
 						cancelRequest()
 						h.failRoute(w, started)
