@@ -114,7 +114,7 @@ REFERENCE_PACKAGES = {
     "git": "gitpython>=3.1.44", "httpx": "httpx>=0.27.0", "jinja2": "jinja2>=3.1.6", "json5": "json5>=0.10.0",
     "lunar_python": "lunar-python>=1.3.12", "magic": "python-magic>=0.4.27", "matplotlib": "matplotlib>=3.10.3",
     "openpyxl": "openpyxl>=3.1.2", "pandas": "pandas>=2.3.0", "PIL": "pillow>=12.2.0", "psutil": "psutil>=7.0.0",
-    "pypdf": "pypdf>=5.4.0", "tiktoken": "tiktoken>=0.7.0", "toml": "toml>=0.10.2", "tzlocal": "tzlocal>=5.2",
+    "pypdf": "pypdf>=5.4.0", "sse_starlette": "sse-starlette>=2.2.1,<3.0.0", "tiktoken": "tiktoken>=0.7.0", "toml": "toml>=0.10.2", "tzlocal": "tzlocal>=5.2",
     "websockets": "websockets>=15.0.1",
 }
 
