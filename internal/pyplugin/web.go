@@ -43,7 +43,7 @@ const (
 	// CANCEL_GRACE). A process that does not answer by then has its event
 	// loop blocked (a handler calling time.sleep, say) and is restarted,
 	// as a sandbox call's missed deadline restarts it.
-	routeCancelGrace = 5 * time.Second
+	routeCancelGrace = 10 * time.Second
 	// routeBodies is how many requests with a body one plugin takes in
 	// at once (each is held whole, and once more as JSON, until it is
 	// sent to the process): others wait, within RouteStartTimeout, and a
@@ -304,6 +304,10 @@ func (h *host) awaitCancelled(p *process, id int64, st *stream) {
 		case m := <-st.ch:
 			if m.Op == "" { // the request's answer: it ended
 				return
+			}
+			var part routePart
+			if json.Unmarshal(m.Args, &part) == nil && part.More != nil && !*part.More {
+				return // the answer's last chunk, sent before the cancellation arrived: it ended
 			}
 		case <-st.over:
 			return
