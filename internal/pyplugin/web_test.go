@@ -326,6 +326,21 @@ func TestPythonPluginRouters(t *testing.T) {
 		t.Errorf("after the process died: %d %q", st, body)
 	}
 
+	// The process dies in the middle of a stream: the answer is cut
+	// short (no clean end), and the process restarts.
+	resp, err = http.Get("http://" + s.Addr + app + "/stream-die")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil || !strings.HasPrefix(string(got), "data: before") || strings.Contains(string(got), "never") {
+		t.Errorf("a stream whose process dies: %q, err %v (want the first event and an unexpected end)", got, err)
+	}
+	if st, body, _ := get(t, s, "GET", app+"/version", nil); st != 200 {
+		t.Errorf("after the process died in a stream: %d %q", st, body)
+	}
+
 	// Disabled: 404; enabled again: served.
 	if st, body := s.API("POST", "/api/plugins/tester.webapp/disable", nil); st != 200 {
 		t.Fatalf("disable: %d %s", st, body)

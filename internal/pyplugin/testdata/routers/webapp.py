@@ -100,6 +100,16 @@ def create_router() -> APIRouter:
     async def die():
         os._exit(3)
 
+    @router.get("/stream-die")
+    async def stream_die():
+        async def gen():
+            yield "data: before\n\n"
+            await asyncio.sleep(0.5)
+            os._exit(4)
+            yield "data: never\n\n"
+
+        return StreamingResponse(gen(), media_type="text/event-stream")
+
     @router.get("/store")
     async def store(v: str = ""):
         if v:
