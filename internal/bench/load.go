@@ -482,10 +482,18 @@ func (s *sampler) loop() {
 		unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
 		return time.Duration(ts.Nano())
 	}
-	tick := time.NewTicker(500 * time.Millisecond)
+	// Every 100 ms for the first 2 s, so a short load's processes are
+	// seen (a pass of 6 turns can end in 300 ms), then every 500 ms.
+	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	start := time.Now()
+	slow := false
 	lastBare := time.Now()
 	for {
+		if !slow && time.Since(start) > 2*time.Second {
+			tick.Reset(500 * time.Millisecond)
+			slow = true
+		}
 		t0 := threadCPU()
 		sm := sampleTree(s.cg, true)
 		s.mu.Lock()
