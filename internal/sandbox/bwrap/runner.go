@@ -75,7 +75,26 @@ type Runner struct {
 	// compile for nothing.
 	CompileRunFiles bool
 
+	// Template starts fresh sandboxes as children of one shared template
+	// process instead of a new bwrap each (template.go); runs it cannot
+	// serve, and all runs once it could not start, use bwrap.
+	Template bool
+	// TemplateUIDs is the chats' uid range: the template's user namespace
+	// maps it, and its last uid is the template's own (never a chat's).
+	TemplateUIDs UIDRange
+	// DataDir is nekro's data directory: the template opens chats'
+	// directories beneath it without following symlinks ("" : beneath
+	// each directory's parent).
+	DataDir string
+	// TemplateErr, when set, hears once why the template could not start
+	// (its runs then use bwrap).
+	TemplateErr func(error)
+
 	removing sync.WaitGroup // groups being removed after their runs
+	tmu      sync.Mutex
+	tmpl     *template // nil until the first fresh start, or after it died
+	tmplOff  error     // why the template is not used
+	tclosed  bool
 	zmu      sync.Mutex
 	zygotes  map[string]*zygote // by chat (shared directory)
 	zclosed  bool
@@ -98,6 +117,7 @@ func (r *Runner) Close() error {
 		r.fontStop()
 	}
 	r.stopZygotes()
+	r.stopTemplate()
 	r.removing.Wait()
 	return nil
 }
@@ -452,6 +472,9 @@ func (r *Runner) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Process,
 
 // startFresh starts a sandbox of its own for spec: a new bwrap and Python.
 func (r *Runner) startFresh(ctx context.Context, spec sandbox.Spec) (sandbox.Process, error) {
+	if p, ok, err := r.fromTemplate(ctx, spec); ok {
+		return p, err
+	}
 	l := spec.Limits.WithDefaults()
 	bw, err := r.bwrapPath()
 	if err != nil {

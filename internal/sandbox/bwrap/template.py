@@ -1,0 +1,513 @@
+# nekro's shared sandbox template (Runner.Template): trusted code, one
+# process per runner, started by nekro (template.go) as root of a user
+# namespace of its own, whose uid and gid maps give its root a dedicated
+# host uid (the last of the chats' range, never a chat's) and the rest of
+# the chats' range 1:1, and as pid 1 of a PID namespace owned by that user
+# namespace. It holds the standard library, boot.py's functions and
+# nothing of any chat: its memory is every run's memory (a run can read it
+# through `import __main__` or gc), and its environment is empty.
+#
+# For each fresh run the host sends, on the control socket (fd 3), a JSON
+# request and descriptors: the request's socket, the output pipe, the
+# release and ready pipes of boot.py's protocol, the run's RPC connection,
+# the run's files (memfds) and, if any, matplotlib's font cache. The
+# template unshares a PID namespace for its next child and forks it: the
+# child is pid 1 of that namespace and builds the run's whole isolation
+# (_isolate: mount, IPC, UTS, cgroup and network namespaces, a root of its
+# own from read-only binds, the chat's directories opened without following
+# a symlink, /tmp, /dev/shm, /proc, a minimal /dev, pivot_root, lo, no
+# capability, the chat's uid, no_new_privs, the strict seccomp filter),
+# then runs boot.py's _run: the same protocol as a fresh bwrap sandbox.
+# The template answers on the request's socket with the child's pidfd, and
+# writes the child's exit status there once it has reaped it.
+#
+# argv: template.py CONFIG_JSON; fd 3 control socket, fd 4 the runs'
+# seccomp filter, fd 6 boot.py.
+import ctypes
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+
+CFG = json.loads(sys.argv[1])
+CTL_FD, SECCOMP_FD, BOOT_FD = 3, 4, 6
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+libc.syscall.restype = ctypes.c_long
+
+CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x20000, 0x02000000, 0x04000000
+CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND = 32, 1024, 2048, 4096
+MS_REC, MS_PRIVATE, MS_RELATIME = 0x4000, 1 << 18, 1 << 21
+MNT_DETACH = 2
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_KEEPCAPS = 1, 4, 8
+PR_CAPBSET_READ, PR_CAPBSET_DROP = 23, 24
+PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}[os.uname().machine]
+SYS_OPENAT2 = 437
+O_PATH = 0o10000000
+RESOLVE_NO_SYMLINKS, RESOLVE_BENEATH = 0x04, 0x08
+
+
+def _chk(ret, what):
+    if ret != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, "%s: %s" % (what, os.strerror(e)))
+
+
+def _prctl(op, a=0, b=0, c=0, d=0):
+    return libc.prctl(op, a, b, c, d)
+
+
+def _mount(src, target, fstype, flags, data=None):
+    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
+    _chk(libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)), "mount " + target)
+
+
+# statvfs flags a user namespace may not clear on a mount it did not make
+# (the kernel locks them), and the mount flags that keep them.
+_LOCKED = ((1, MS_RDONLY), (2, MS_NOSUID), (4, MS_NODEV), (8, MS_NOEXEC),
+           (1024, MS_NOATIME), (2048, MS_NODIRATIME), (4096, MS_RELATIME))
+
+
+def _bind(src_fd, target, ro, reopen=None, dev=False):
+    """Binds the file or directory open as src_fd onto target (a path in
+    the new root, made by the template, or a descriptor's magic link),
+    read-only when ro, keeping the flags of the source's mount the user
+    namespace may not clear. reopen opens the new mount (O_PATH) for its
+    remount; by default target, without following a symlink."""
+    src = "/proc/self/fd/%d" % src_fd
+    try:
+        _mount(src, target, None, MS_BIND)
+    except OSError as e:
+        # A tree holding mounts the namespace may not reveal apart is
+        # refused (EINVAL): bind it whole, as bwrap does.
+        if e.errno != 22:
+            raise
+        _mount(src, target, None, MS_BIND | MS_REC)
+    fd = reopen() if reopen else os.open(target, O_PATH | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        flags = MS_NOSUID if dev else MS_NOSUID | MS_NODEV
+        st = os.fstatvfs(fd).f_flag
+        for f, m in _LOCKED:
+            if st & f:
+                flags |= m
+        if ro:
+            flags |= MS_RDONLY
+        _mount(None, "/proc/self/fd/%d" % fd, None, MS_REMOUNT | MS_BIND | flags)
+    finally:
+        os.close(fd)
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+def _open_beneath(dirfd, rel):
+    """Opens rel beneath dirfd (O_PATH) without following any symlink and
+    without leaving dirfd: a chat's directories are the chat's to change,
+    and this process may reach what the chat's uid may not."""
+    how = _OpenHow(O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, 0, RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH)
+    fd = libc.syscall(SYS_OPENAT2, dirfd, rel.encode(), ctypes.byref(how), ctypes.sizeof(how))
+    if fd < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, "open %s without following symlinks: %s" % (rel, os.strerror(e)))
+    return fd
+
+
+def _open_chat_dir(anchor, rel):
+    """A chat's directory, rel beneath anchor (nekro's data directory)."""
+    a = os.open(anchor, O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return _open_beneath(a, rel)
+    finally:
+        os.close(a)
+
+
+def _bounding_set():
+    caps = []
+    for cap in range(64):
+        r = _prctl(PR_CAPBSET_READ, cap)
+        if r < 0:
+            break
+        if r == 1:
+            caps.append(cap)
+    return caps
+
+
+_BOUNDING = _bounding_set()
+_CAP_HDR = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+_CAP_NONE = (ctypes.c_uint32 * 6)()
+
+with os.fdopen(SECCOMP_FD, "rb") as _f:
+    _FILTER = _f.read()
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+_FILTER_BUF = ctypes.create_string_buffer(_FILTER, max(len(_FILTER), 1))
+_FILTER_PROG = _SockFprog(len(_FILTER) // 8, ctypes.addressof(_FILTER_BUF))
+
+# boot.py's functions, without running it: each run calls its _run.
+BOOT = {}
+with os.fdopen(BOOT_FD, "rb") as _f:
+    exec(compile(_f.read().decode().replace("\n_run()\n", "\n"), "/app/.nekro/boot.py", "exec"), BOOT)
+del _f
+
+# What boot.py, the stubs and the isolation import, loaded once.
+import _sitebuiltins  # noqa: E402,F401
+import fcntl  # noqa: E402
+import linecache  # noqa: E402,F401
+import resource  # noqa: E402,F401
+import traceback  # noqa: E402,F401
+import threading  # noqa: E402
+import atexit  # noqa: E402
+import types  # noqa: E402
+
+
+def _lo_up():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        ifr = struct.pack("16sH14x", b"lo", 0x1 | 0x8 | 0x40)  # IFF_UP|IFF_LOOPBACK|IFF_RUNNING
+        fcntl.ioctl(s.fileno(), 0x8914, ifr)  # SIOCSIFFLAGS
+    finally:
+        s.close()
+
+
+def _write_file(path, data, mode, uid=-1):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    try:
+        os.write(fd, data)
+        if uid >= 0:
+            os.fchown(fd, uid, uid)
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def _read_fd(fd):
+    size = os.fstat(fd).st_size
+    return os.pread(fd, size, 0) if size else b""
+
+
+def _isolate(req, fds):
+    """Builds the run's isolation in this process (pid 1 of its new PID
+    namespace) and returns the descriptors boot.py is given. Runs as the
+    user namespace's root; ends as the chat's uid with no capability and
+    the strict filter."""
+    uid = req["uid"]
+    net = req["network"]
+    tmp = req["tmp"]
+    flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP
+    if not net:
+        flags |= CLONE_NEWNET
+    _chk(libc.unshare(flags), "unshare")
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    # Every source is opened in the new mount namespace (a bind needs its
+    # source there), before the new root covers anything. The system's
+    # paths are nekro's; the chat's are opened beneath the data directory
+    # without following a symlink.
+    src = {}
+    for p in CFG["ro"] + (CFG["net_ro"] if net else []):
+        try:
+            src[p] = os.open(p, O_PATH | os.O_CLOEXEC)
+        except FileNotFoundError:
+            pass
+    dev = {}
+    for n in ("null", "zero", "full", "random", "urandom", "tty"):
+        dev[n] = os.open("/dev/" + n, O_PATH | os.O_CLOEXEC)
+    shared = _open_chat_dir(*req["shared"])
+    packages = _open_beneath(shared, ".packages")
+    uploads = _open_chat_dir(*req["uploads"])
+
+    r = "/tmp"
+    _mount("tmpfs", r, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+    os.chdir(r)
+    os.mkdir("usr")
+    _bind(src.pop("/usr"), "usr", True)
+    for link, to in (("bin", "usr/bin"), ("sbin", "usr/sbin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")):
+        os.symlink(to, link)
+    os.mkdir("etc")
+    for p, fd in src.items():
+        target = p.lstrip("/")
+        parent = os.path.dirname(target)
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        if os.path.isdir("/proc/self/fd/%d" % fd):
+            os.mkdir(target)
+        else:
+            _write_file(target, b"", 0o444)
+        _bind(fd, target, True)
+        os.close(fd)
+    # /app: the chat's directories, then its package layer read-only over
+    # the shared one (opened through the new bind, without a symlink).
+    os.makedirs("app/shared")
+    os.mkdir("app/uploads")
+    os.mkdir("app/.nekro")
+    _bind(shared, "app/shared", False)
+    os.close(shared)
+    tshared = os.open("app/shared", O_PATH | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    tpk = _open_beneath(tshared, ".packages")
+    _bind(packages, "/proc/self/fd/%d" % tpk, True, lambda: _open_beneath(tshared, ".packages"))
+    for fd in (tshared, tpk, packages):
+        os.close(fd)
+    _bind(uploads, "app/uploads", True)
+    os.close(uploads)
+    # The run's files, as bwrap's --ro-bind-data writes them: copied into
+    # a tmpfs of their own, read-only once written.
+    files = req["files"]
+    size = sum(os.fstat(fds[i]).st_size for i in range(len(files))) + (64 << 10) * (len(files) + 1)
+    _mount("tmpfs", "app/.nekro", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=%d" % size)
+    for i, name in enumerate(files):
+        path = "app/.nekro/" + name
+        d = os.path.dirname(path)
+        if not os.path.isdir(d):
+            os.makedirs(d, 0o755)
+        _write_file(path, _read_fd(fds[i]), 0o555 if name.startswith("bin/") else 0o444)
+    _mount(None, "app/.nekro", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    # /tmp and /dev/shm sized by the limits; matplotlib's font cache.
+    os.mkdir("tmp")
+    _mount("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=%d" % tmp)
+    if req.get("font"):
+        os.mkdir("tmp/.matplotlib", 0o755)
+        os.chown("tmp/.matplotlib", uid, uid)
+        _write_file("tmp/.matplotlib/" + req["font"], _read_fd(fds[len(files)]), 0o444, uid)
+    os.mkdir("proc")
+    _mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for p in ("sys", "sysrq-trigger", "irq", "bus"):  # as bwrap's --proc
+        try:
+            pfd = os.open("proc/" + p, O_PATH | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        _bind(pfd, "proc/" + p, True)
+        os.close(pfd)
+    # A minimal /dev, as bwrap's --dev, read-only but its shared memory.
+    os.mkdir("dev")
+    _mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
+    for n, fd in dev.items():
+        _write_file("dev/" + n, b"", 0o666)
+        _bind(fd, "dev/" + n, False, dev=True)
+        os.close(fd)
+    for link, to in (("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"),
+                     ("fd", "/proc/self/fd"), ("core", "/proc/kcore"), ("ptmx", "pts/ptmx")):
+        os.symlink(to, "dev/" + link)
+    os.mkdir("dev/pts")
+    _mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
+    os.mkdir("dev/shm")
+    _mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=%d" % tmp)
+    _mount(None, "dev", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    # The new root; the host's is gone from this namespace.
+    _chk(libc.syscall(SYS_PIVOT_ROOT, b".", b"."), "pivot_root")
+    _chk(libc.umount2(b".", MNT_DETACH), "detach the old root")
+    os.chdir("/")
+    _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    if not net:
+        _lo_up()
+    # The chat's uid, no capability left or to be regained.
+    _chk(_prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL), "clear ambient caps")
+    for cap in _BOUNDING:
+        _chk(_prctl(PR_CAPBSET_DROP, cap), "drop bounding cap %d" % cap)
+    _chk(_prctl(PR_SET_KEEPCAPS, 0), "keepcaps")
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    _chk(libc.capset(_CAP_HDR, _CAP_NONE), "capset")
+    # After the uid change, which clears it: the run dies with the template.
+    _chk(_prctl(PR_SET_PDEATHSIG, signal.SIGKILL), "pdeathsig")
+    _chk(_prctl(PR_SET_NO_NEW_PRIVS, 1), "no_new_privs")
+    if _FILTER:
+        _chk(_prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(_FILTER_PROG)), "seccomp")
+    # Dumpable as a fresh run is: its /proc/self belongs to its own uid.
+    # Nothing of the template's is secret (see the head of this file).
+    _prctl(PR_SET_DUMPABLE, 1)
+    os.chdir("/app")
+
+
+def _system_exit_code(e):
+    c = e.code
+    if c is None:
+        return 0
+    if isinstance(c, int):
+        return c & 0xFF
+    try:
+        sys.stderr.write(str(c) + "\n")
+    except BaseException:  # noqa: BLE001
+        pass
+    return 1
+
+
+def _child(req, fds):
+    """The run: pid 1 of its PID namespace; never returns."""
+    # fds: the run's files (and font cache), then out, release, ready, conn.
+    out = high = None
+    try:
+        nfiles = len(req["files"]) + (1 if req.get("font") else 0)
+        out, release, ready, conn = fds[nfiles:nfiles + 4]
+        os.setsid()
+        _isolate(req, fds)
+        # boot.py's descriptors: 3 release, 4 ready, 5 the RPC connection;
+        # stdout and stderr the output pipe, stdin /dev/null.
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100) for fd in (out, release, ready, conn)]
+        for fd in fds:
+            os.close(fd)
+        null = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(high[0], 1)
+        os.dup2(high[0], 2)
+        for i, fd in enumerate(high[1:]):
+            os.dup2(fd, 3 + i)
+        os.closerange(6, 1 << 20)
+        os.environ.clear()
+        os.environ.update(CFG["env"])
+        sys.argv[:] = ["/app/.nekro/boot.py", str(req["memory"]), str(req["file"]), str(req["processes"]), "3", "4", "5"]
+        if req.get("site") is not None:
+            sys.argv.append(req["site"])
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        sys.modules["__main__"] = types.ModuleType("__main__")
+    except BaseException as e:  # noqa: BLE001 - a run that is not isolated runs nothing
+        msg = ("nekro: the sandbox template could not isolate the run: %s\n" % e).encode()
+        for fd in (high[0] if high else out, 2 if high else out):
+            try:
+                os.write(fd, msg)
+                break
+            except BaseException:  # noqa: BLE001
+                pass
+        os._exit(125)
+    del req, fds
+    code = 0
+    try:
+        BOOT["_run"]()
+    except SystemExit as e:
+        code = _system_exit_code(e)
+    except BaseException:  # noqa: BLE001 - as the interpreter would: report, exit 1
+        try:
+            traceback.print_exc()
+        except BaseException:  # noqa: BLE001
+            pass
+        code = 1
+    # What the interpreter does at exit: join threads, run atexit
+    # handlers, flush.
+    try:
+        threading._shutdown()
+    except BaseException:  # noqa: BLE001
+        pass
+    try:
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001
+        pass
+    for s in (sys.stdout, sys.stderr):
+        try:
+            s.flush()
+        except BaseException:  # noqa: BLE001
+            pass
+    os._exit(code)
+
+
+# The request sockets of live runs, by pid: _reap writes a run's exit
+# status there (a negative number for a signal).
+_RUNS = {}
+
+
+def _reap(_signum, _frame):
+    while True:
+        try:
+            pid, st = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        s = _RUNS.pop(pid, None)
+        if s is None:
+            continue
+        code = os.WEXITSTATUS(st) if os.WIFEXITED(st) else -os.WTERMSIG(st)
+        try:
+            s.send(b"%d" % code)
+        except OSError:
+            pass
+        s.close()
+
+
+def _serve(ctl, own_pid_ns, msg, fds):
+    try:
+        req = json.loads(msg)
+        reply = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, fds[0])
+    except (ValueError, OSError, IndexError):
+        for fd in fds:
+            os.close(fd)
+        return
+    run_fds = fds[1:]
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
+    try:
+        _chk(libc.unshare(CLONE_NEWPID), "unshare")  # for the next child only
+        pid = os.fork()
+        if pid == 0:
+            try:
+                ctl.close()
+                reply.close()
+                for s in _RUNS.values():  # other runs' sockets
+                    s.close()
+                _RUNS.clear()
+                os.close(own_pid_ns)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGCHLD])
+            except BaseException:  # noqa: BLE001
+                os._exit(125)
+            _child(req, run_fds)
+        _chk(libc.setns(own_pid_ns, CLONE_NEWPID), "setns")
+        # The pidfd goes first, before _reap (blocked until then) may write
+        # the status.
+        try:
+            pidfd = os.pidfd_open(pid)
+            try:
+                socket.send_fds(reply, [b"ok"], [pidfd])
+            finally:
+                os.close(pidfd)
+            _RUNS[pid] = reply
+        except OSError:
+            os.kill(pid, signal.SIGKILL)
+            reply.close()
+    except OSError as e:
+        try:
+            reply.send(("error %s" % e).encode())
+        except OSError:
+            pass
+        reply.close()
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGCHLD])
+        for fd in run_fds:
+            os.close(fd)
+
+
+def main():
+    # No user namespace below this one: a run cannot make one (the strict
+    # filter denies it too).
+    try:
+        with open("/proc/sys/user/max_user_namespaces", "w") as f:
+            f.write("0")
+    except OSError as e:
+        sys.stderr.write("nekro template: max_user_namespaces: %s\n" % e)
+        os._exit(1)
+    os.close(5)  # this script
+    _prctl(PR_SET_DUMPABLE, 0)
+    signal.signal(signal.SIGCHLD, _reap)
+    own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    ctl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, CTL_FD)
+    ctl.sendall(b'{"ready": true}')
+    while True:
+        msg, fds, _flags, _addr = socket.recv_fds(ctl, 1 << 16, 64)
+        if not msg:
+            os._exit(0)  # the host closed the control socket
+        _serve(ctl, own_pid_ns, msg, fds)
+
+
+main()
