@@ -240,7 +240,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	// The profile goes once the runtime closed: it outlives its sandboxes.
 	a.closers = append(a.closers, func(context.Context) error { removeProfile(); return nil })
 	if rc.UIDs == nil {
-		ids, err := openUIDs(ctx, a.DB, runner, cfg.Sandbox.UIDs)
+		ids, err := openUIDs(ctx, a.DB, runner, cfg.Sandbox.chatUIDs())
 		if err != nil {
 			return nil, err
 		}

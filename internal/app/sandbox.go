@@ -49,6 +49,24 @@ type SandboxConfig struct {
 	// backend runs sandboxes as other uids (nekro runs as root); zero
 	// means uids.DefaultRange.
 	UIDs uids.Range
+	// Template, with the bwrap backend and nekro as root, starts fresh
+	// sandboxes as children of one shared template process instead of a
+	// new bwrap each; its user namespace's root is the last uid of UIDs,
+	// which then goes to no chat (see internal/sandbox/bwrap/template.go).
+	Template bool
+}
+
+// chatUIDs is the range chats' uids come from: UIDs (or the default),
+// less its last uid when the template has it.
+func (sc SandboxConfig) chatUIDs() uids.Range {
+	rng := sc.UIDs
+	if rng == (uids.Range{}) {
+		rng = uids.DefaultRange
+	}
+	if sc.Template && (sc.Backend == "" || sc.Backend == "bwrap") && rng.Last > rng.First {
+		rng.Last--
+	}
+	return rng
 }
 
 // openRunner returns the sandbox backend: rc.Runner when the caller chose
@@ -82,6 +100,11 @@ func openRunner(layout files.Layout, rc runtime.Config, sc SandboxConfig, log *s
 		}
 		b.Zygotes, b.ZygoteMemory, b.ZygoteIdle, b.Preload = sc.Zygotes, sc.ZygoteMemory, idle, sc.ZygotePreload
 		b.ZygoteErr = func(err error) { log.Warn("a chat's zygote ended: its runs start fresh sandboxes", "err", err) }
+	}
+	if b, ok := r.(*bwrap.Runner); ok && sc.Template {
+		rng := sc.chatUIDs()
+		b.Template, b.TemplateUIDs, b.DataDir = true, bwrap.UIDRange{First: rng.First, Last: rng.Last + 1}, layout.Root
+		b.TemplateErr = func(err error) { log.Warn("the sandbox template cannot start: fresh sandboxes use bwrap", "err", err) }
 	}
 	if b, ok := r.(*bwrap.Runner); ok && rc.WarmSpares {
 		b.FontCache = true       // a server: matplotlib's font cache built once for all its sandboxes

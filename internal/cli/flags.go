@@ -32,7 +32,7 @@ var (
 	pluginFlagNames = []string{"plugins", "plugin-dir", "python-index", "mcp-config", "plugin-data-quota"}
 	// sandboxFlagNames: how code runs.
 	sandboxFlagNames = []string{"python", "sandbox", "docker-image", "call-timeout", "max-runs",
-		"sandbox-uids", "shared-quota", "shared-inodes"}
+		"sandbox-uids", "sandbox-template", "shared-quota", "shared-inodes"}
 	// runtimeFlagNames: everything app.Open uses.
 	runtimeFlagNames = slices.Concat(storeFlagNames, kvLimitFlagNames, pluginFlagNames, sandboxFlagNames)
 )
@@ -69,7 +69,8 @@ var flagEnv = map[string]string{
 	"plugin-data-quota": "NEKRO_PLUGIN_DATA_QUOTA", "mcp-config": "NEKRO_MCP_CONFIG",
 	"python": "NEKRO_PYTHON", "sandbox": "NEKRO_SANDBOX", "docker-image": "NEKRO_DOCKER_IMAGE",
 	"call-timeout": "NEKRO_CALL_TIMEOUT", "max-runs": "NEKRO_MAX_RUNS", "sandbox-uids": "NEKRO_SANDBOX_UIDS",
-	"shared-quota": "NEKRO_SHARED_QUOTA", "shared-inodes": "NEKRO_SHARED_INODES",
+	"sandbox-template": "NEKRO_SANDBOX_TEMPLATE",
+	"shared-quota":     "NEKRO_SHARED_QUOTA", "shared-inodes": "NEKRO_SHARED_INODES",
 	// Flags of single commands, named here so a bad environment value is
 	// reported with its variable, and the config file knows them.
 	"listen": "NEKRO_LISTEN", "timer-turns-per-hour": "NEKRO_TIMER_TURNS_PER_HOUR",
@@ -122,6 +123,7 @@ func newGlobals() *globals {
 	g.maxRuns = int(g.envInt("max-runs", 8))
 	g.sandboxUIDs = envOr("NEKRO_SANDBOX_UIDS", uids.DefaultRange.String())
 	g.uidRange = uids.DefaultRange
+	g.sandboxTemplate = envTrue("NEKRO_SANDBOX_TEMPLATE")
 	g.sharedQuota = g.envSize("shared-quota", runtime.DefaultSharedQuota)
 	g.sharedInodes = g.envInt("shared-inodes", int64(runtime.DefaultSharedInodes))
 	g.llmBaseURL = os.Getenv(llm.EnvBaseURL)
@@ -176,6 +178,9 @@ func (g *globals) define(fs *pflag.FlagSet, name string) {
 	case "sandbox-uids":
 		fs.StringVar(&g.sandboxUIDs, name, g.sandboxUIDs,
 			"host uids for chats' sandboxes, FIRST-LAST: each chat gets its own, kept in the database (env NEKRO_SANDBOX_UIDS; used when nekro runs as root)")
+	case "sandbox-template":
+		fs.BoolVar(&g.sandboxTemplate, name, g.sandboxTemplate,
+			"bwrap, as root: start new sandboxes as forks of one shared template process instead of a new bwrap each (a few ms of CPU instead of ~35); off by default while it is tried (env NEKRO_SANDBOX_TEMPLATE)")
 	case "shared-quota":
 		fs.Var(g.sharedQuota, name, "disk each chat's /app/shared and /app/uploads may each take, enforced while the code writes, e.g. 64MiB"+env)
 	case "shared-inodes":

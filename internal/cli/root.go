@@ -48,6 +48,8 @@ type globals struct {
 	sharedInodes int64
 	pluginQuota  *byteSize
 	uidRange     uids.Range // parsed from sandboxUIDs
+	// sandboxTemplate: fresh bwrap sandboxes fork from one template
+	sandboxTemplate bool
 
 	llmBaseURL string // --llm-base-url
 	llmModel   string // --llm-model
@@ -197,7 +199,7 @@ func (g *globals) config() app.Config {
 		LLM: chatModel, ModelGroups: groups,
 		KV:         kv.Limits{MaxValueBytes: g.kvValue, QuotaBytes: g.kvQuotaBytes(), QuotaHint: kvQuotaHint},
 		PluginDirs: g.pluginDirs, Enable: g.enableList(), PythonIndex: g.pythonIndex, MCPConfig: g.mcpConfig,
-		Sandbox: app.SandboxConfig{Backend: g.sandbox, Python: g.python, UIDs: g.uidRange,
+		Sandbox: app.SandboxConfig{Backend: g.sandbox, Python: g.python, UIDs: g.uidRange, Template: g.sandboxTemplate,
 			DockerImage: g.image, DockerArgs: strings.Fields(os.Getenv("NEKRO_DOCKER_ARGS"))},
 		Runtime: runtime.Config{MaxConcurrentRuns: g.maxRuns, CallTimeout: g.callTimeout,
 			SharedQuota: int64(*g.sharedQuota), SharedInodes: g.sharedInodes, PluginDataQuota: int64(*g.pluginQuota),

@@ -266,9 +266,11 @@ func (r *Runner) startTemplate(boot []byte) (*template, error) {
 // chatDirAt splits a chat's directory into the directory it is opened
 // beneath (the data directory, or its parent) and the rest.
 func (r *Runner) chatDirAt(dir string) [2]string {
+	dir, _ = filepath.Abs(dir) // the template's working directory is /
 	if r.DataDir != "" {
-		if rel, err := filepath.Rel(r.DataDir, dir); err == nil && rel != "." && !strings.HasPrefix(rel, "..") && filepath.IsAbs(dir) {
-			return [2]string{r.DataDir, rel}
+		data, _ := filepath.Abs(r.DataDir)
+		if rel, err := filepath.Rel(data, dir); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
+			return [2]string{data, rel}
 		}
 	}
 	return [2]string{filepath.Dir(dir), filepath.Base(dir)}
