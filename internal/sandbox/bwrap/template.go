@@ -82,6 +82,11 @@ type template struct {
 	boot   []byte   // the boot.py it loaded
 	stderr limitedBuffer
 	done   chan struct{} // closed when it has exited
+
+	// ctlMu keeps ctl open while a request is sent: its number must not
+	// be reused by another file meanwhile.
+	ctlMu  sync.RWMutex
+	closed bool
 }
 
 func (t *template) alive() bool {
@@ -232,7 +237,10 @@ func (r *Runner) startTemplate(boot []byte) (*template, error) {
 	go func() {
 		t.cmd.Wait()
 		close(t.done)
+		t.ctlMu.Lock()
+		t.closed = true
 		t.ctl.Close()
+		t.ctlMu.Unlock()
 	}()
 	childEnd.Close()
 	// The template says it is ready once it has loaded what every run
@@ -291,14 +299,37 @@ func (r *Runner) fromTemplate(ctx context.Context, spec sandbox.Spec) (p sandbox
 	if !r.templateServes(spec) {
 		return nil, false, nil
 	}
-	t := r.templateFor(spec.Files["boot.py"])
-	if t == nil {
-		return nil, false, nil
-	}
-	l := spec.Limits.WithDefaults()
 	if err := r.ensureLayer(spec); err != nil {
 		return nil, true, fmt.Errorf("start sandbox: %w", err)
 	}
+	for try := 0; ; try++ {
+		t := r.templateFor(spec.Files["boot.py"])
+		if t == nil {
+			return nil, false, nil
+		}
+		p, err := r.forkRun(ctx, t, spec)
+		if errors.Is(err, errTemplateGone) && try == 0 {
+			// It died (or was killed) since it was last used: the
+			// next one serves.
+			t.cmd.Process.Kill()
+			select {
+			case <-t.done:
+			case <-time.After(5 * time.Second):
+				return nil, true, err
+			}
+			continue
+		}
+		return p, true, err
+	}
+}
+
+// errTemplateGone says the template could not be asked for a run: it has
+// ended.
+var errTemplateGone = errors.New("the sandbox template has ended")
+
+// forkRun asks template t for spec's run.
+func (r *Runner) forkRun(ctx context.Context, t *template, spec sandbox.Spec) (sandbox.Process, error) {
+	l := spec.Limits.WithDefaults()
 	var closeAfter []*os.File // the child's ends: the template has its own copies once sent
 	defer func() {
 		for _, f := range closeAfter {
@@ -306,15 +337,15 @@ func (r *Runner) fromTemplate(ctx context.Context, spec sandbox.Spec) (p sandbox
 		}
 	}()
 	var mine []io.Closer // the host's ends, closed on failure
-	fail := func(err error) (sandbox.Process, bool, error) {
+	fail := func(err error) (sandbox.Process, error) {
 		for _, f := range mine {
 			f.Close()
 		}
-		return nil, true, err
+		return nil, err
 	}
 	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, true, fmt.Errorf("start sandbox: %w", err)
+		return nil, fmt.Errorf("start sandbox: %w", err)
 	}
 	reply, replyChild := os.NewFile(uintptr(sp[0]), "template-run"), os.NewFile(uintptr(sp[1]), "template-run")
 	mine, closeAfter = append(mine, reply), append(closeAfter, replyChild)
@@ -365,8 +396,17 @@ func (r *Runner) fromTemplate(ctx context.Context, spec sandbox.Spec) (p sandbox
 	for i, f := range send {
 		rights[i] = int(f.Fd())
 	}
-	if err := unix.Sendmsg(int(t.ctl.Fd()), req, unix.UnixRights(rights...), nil, 0); err != nil {
-		return fail(fmt.Errorf("start sandbox: the template: %w", err))
+	t.ctlMu.RLock()
+	err = errTemplateGone
+	if !t.closed {
+		err = unix.Sendmsg(int(t.ctl.Fd()), req, unix.UnixRights(rights...), nil, 0)
+	}
+	t.ctlMu.RUnlock()
+	if err != nil {
+		if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.EBADF) {
+			err = errTemplateGone
+		}
+		return fail(fmt.Errorf("start sandbox: %w", err))
 	}
 	for _, f := range closeAfter {
 		f.Close()
@@ -431,7 +471,7 @@ func (r *Runner) fromTemplate(ctx context.Context, spec sandbox.Spec) (p sandbox
 		name := fmt.Sprintf("run-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
 		if p0.group, err = r.Cgroups.New(name, l.MemoryBytes, l.Processes); err != nil {
 			p0.Kill()
-			return nil, true, err
+			return nil, err
 		}
 		// As with bwrap: the move starts now, while the child isolates
 		// itself; Prepare waits for it before the release.
@@ -441,7 +481,7 @@ func (r *Runner) fromTemplate(ctx context.Context, spec sandbox.Spec) (p sandbox
 			p0.group.AddTree(pid)
 		}()
 	}
-	return p0, true, nil
+	return p0, nil
 }
 
 // pidfdPid is the pid, in nekro's PID namespace, of the process pidfd

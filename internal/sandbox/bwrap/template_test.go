@@ -2,6 +2,8 @@ package bwrap
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,24 +92,229 @@ func runSpec(t *testing.T, r *Runner, spec sandbox.Spec, code string) *sandbox.O
 	return o
 }
 
+// fromTemplateMark is the first line of the template tests' runs: a
+// template's child has ctypes loaded (the template uses it), a fresh
+// bwrap interpreter has not.
+const fromTemplateMark = "import sys as _s; print('TEMPLATE' if 'ctypes' in _s.modules else 'BWRAP')\n"
+
+// runTemplate runs code in chat c1 and fails unless the template served
+// it; it returns the outcome with the mark's line taken off.
+func runTemplate(t *testing.T, r *Runner, spec sandbox.Spec, code string) *sandbox.Outcome {
+	t.Helper()
+	o := runSpec(t, r, spec, fromTemplateMark+code)
+	out, ok := strings.CutPrefix(o.Output, "TEMPLATE\n")
+	if !ok {
+		t.Fatalf("the run did not come from the template: %+v", o)
+	}
+	o.Output = out
+	return o
+}
+
+// The isolation of a template's child, as a fresh bwrap sandbox's: the
+// chat's uid and no capability, seccomp and no_new_privs, its own PID
+// namespace with itself alone, no network but lo, a read-only system, no
+// user namespace, no host path and no other chat's files, the exit status
+// and the limits of the spec.
+func TestTemplateChildIsIsolated(t *testing.T) {
+	uid := templateUIDs.First + 5
+	r, data := templateRunner(t, uid)
+	other := filepath.Join(data, "sandboxes", "c2")
+	if err := os.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(other, "secret"), []byte("other chat"), 0o644)
+	spec := templateSpec(t, data, uid)
+	spec.Limits.MemoryBytes, spec.Limits.TmpBytes = 512<<20, 1<<20
+	o := runTemplate(t, r, spec, fmt.Sprintf("DATA = %q\n", data)+`
+import ctypes, json, os, resource, socket
+libc = ctypes.CDLL(None, use_errno=True)
+def err(ret):
+    return 0 if ret == 0 else ctypes.get_errno()
+st = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
+res = {
+    "ids": [os.getuid(), os.geteuid(), os.getgid(), os.getgroups()],
+    "caps": [st["CapPrm"], st["CapEff"], st["CapBnd"], st["CapAmb"]],
+    "nnp": st["NoNewPrivs"], "seccomp": st["Seccomp"],
+    "pids": sorted(p for p in os.listdir("/proc") if p.isdigit()),
+    "ifaces": sorted(n for _, n in socket.if_nameindex()),
+    "setuid0": err(libc.setuid(0)),
+    "userns": err(libc.unshare(0x10000000)),
+    "mount": err(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)),
+    "ptrace1": err(libc.ptrace(16, 1, None, None)),
+    "host": os.path.exists(DATA) or os.path.exists(DATA + "/sandboxes/c2/secret"),
+    "root": sorted(os.listdir("/")),
+    "mem": resource.getrlimit(resource.RLIMIT_AS)[0],
+}
+for name, path in (("usr", "/usr/nekro-test"), ("rootfs", "/nekro-test"), ("packages", "/app/shared/.packages/x"), ("uploads", "/app/uploads/x")):
+    try:
+        open(path, "w").close()
+        res[name] = 0
+    except OSError as e:
+        res[name] = e.errno
+try:
+    with open("/tmp/big", "wb") as f:
+        f.write(b"x" * (2 << 20))
+    res["tmpfull"] = 0
+except OSError as e:
+    res["tmpfull"] = e.errno
+with open("/app/shared/mine", "w") as f:
+    f.write("ok")
+print(json.dumps(res))
+raise SystemExit(3)
+`)
+	var res map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(o.Output)), &res); err != nil {
+		t.Fatalf("%v: %+v", err, o)
+	}
+	want := map[string]any{
+		"ids":  []any{float64(uid), float64(uid), float64(uid), []any{}},
+		"caps": []any{"0000000000000000", "0000000000000000", "0000000000000000", "0000000000000000"},
+		"nnp":  "1", "seccomp": "2", "pids": []any{"1"}, "ifaces": []any{"lo"},
+		"setuid0": float64(unix.EPERM), "userns": float64(unix.EPERM), "mount": float64(unix.EPERM),
+		"ptrace1": float64(unix.EPERM), "host": false,
+		"root": []any{"app", "bin", "dev", "etc", "lib", "lib64", "proc", "sbin", "tmp", "usr"},
+		"mem":  float64(512 << 20),
+		"usr":  float64(unix.EROFS), "rootfs": float64(unix.EROFS), "packages": float64(unix.EROFS), "uploads": float64(unix.EROFS),
+		"tmpfull": float64(unix.ENOSPC),
+	}
+	for k, v := range want {
+		if got := fmt.Sprint(res[k]); got != fmt.Sprint(v) {
+			t.Errorf("%s: %s, want %s", k, got, fmt.Sprint(v))
+		}
+	}
+	if o.ExitCode != 3 {
+		t.Errorf("exit code %d, want 3", o.ExitCode)
+	}
+	// The chat's file on the host belongs to the chat's uid.
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(spec.SharedDir, "mine"), &st); err != nil || int(st.Uid) != uid {
+		t.Errorf("the run's file: %v, uid %d, want %d", err, st.Uid, uid)
+	}
+}
+
+// A chat's directory is opened without following a symlink: a shared or
+// uploads directory replaced by a link to another chat's (or anywhere)
+// fails the run; a package layer replaced by a link is replaced again by
+// the host before the template sees it.
+func TestTemplateRefusesSymlinkedChatDirectories(t *testing.T) {
+	uid := templateUIDs.First + 6
+	r, data := templateRunner(t, uid)
+	outside := t.TempDir()
+	os.Chmod(outside, 0o755)
+	os.WriteFile(filepath.Join(outside, "secret"), []byte("host secret"), 0o644)
+	spec := templateSpec(t, data, uid)
+
+	// The package layer: a link to outside goes; the run sees an empty layer.
+	os.RemoveAll(filepath.Join(spec.SharedDir, ".packages"))
+	if err := os.Symlink(outside, filepath.Join(spec.SharedDir, ".packages")); err != nil {
+		t.Fatal(err)
+	}
+	o := runTemplate(t, r, spec, "import os; print(os.listdir('/app/shared/.packages'))\n")
+	if strings.TrimSpace(o.Output) != "[]" {
+		t.Errorf("the package layer behind a link: %q", o.Output)
+	}
+
+	for _, dir := range []string{spec.SharedDir, spec.UploadsDir} {
+		os.Rename(dir, dir+".gone")
+		if err := os.Symlink(outside, dir); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		p, err := r.Start(ctx, spec)
+		if err == nil {
+			err = p.Release(ctx, []byte("import os; print(os.listdir('/app/shared'), os.listdir('/app/uploads'))"))
+			o, _ := p.Wait(ctx, 10*time.Second)
+			if err == nil || !strings.Contains(o.Output, "without following symlinks") {
+				t.Errorf("%s as a link: the run started: %v %+v", dir, err, o)
+			}
+		}
+		cancel()
+		os.Remove(dir)
+		os.Rename(dir+".gone", dir)
+	}
+}
+
+// A child that crashes leaves the template serving; a killed template
+// takes its runs with it (they end, they do not hang) and the next start
+// gets a new one.
+func TestTemplateSurvivesCrashesAndRestarts(t *testing.T) {
+	uid := templateUIDs.First + 7
+	r, data := templateRunner(t, uid)
+	spec := templateSpec(t, data, uid)
+	o := runTemplate(t, r, spec, "import ctypes; ctypes.string_at(0)\n")
+	first := r.tmpl
+	if o.ExitCode != -1 && o.ExitCode != 139 {
+		t.Errorf("crashed run: exit %d", o.ExitCode)
+	}
+	if o := runTemplate(t, r, spec, "print('after crash')\n"); !strings.Contains(o.Output, "after crash") || r.tmpl != first {
+		t.Fatalf("after a crash: %+v (same template: %v)", o, r.tmpl == first)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := r.Start(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Release(ctx, []byte("import time; print('sleeping', flush=True); time.sleep(60)")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	first.cmd.Process.Kill()
+	start := time.Now()
+	o, err = p.Wait(ctx, 50*time.Second)
+	if err != nil || o.ExitCode != -1 || time.Since(start) > 10*time.Second {
+		t.Fatalf("a run of a killed template: %v %+v after %s", err, o, time.Since(start))
+	}
+	if o := runTemplate(t, r, spec, "print('after restart')\n"); !strings.Contains(o.Output, "after restart") || r.tmpl == first {
+		t.Fatalf("after the template was killed: %+v (new template: %v)", o, r.tmpl != first)
+	}
+}
+
+// A run cannot reach the template: its host pid is not in the run's PID
+// namespace, and every signal the run can send stays there.
+func TestTemplateRunCannotSignalTheTemplate(t *testing.T) {
+	uid := templateUIDs.First + 8
+	r, data := templateRunner(t, uid)
+	spec := templateSpec(t, data, uid)
+	runTemplate(t, r, spec, "pass\n")
+	tpid := r.tmpl.cmd.Process.Pid
+	o := runTemplate(t, r, spec, fmt.Sprintf(`
+import ctypes, os, signal
+libc = ctypes.CDLL(None, use_errno=True)
+res = []
+for pid in (%d, 0, -1):
+    r = libc.kill(pid, signal.SIGKILL) if pid != 0 else libc.kill(-%d, signal.SIGKILL)
+    res.append(ctypes.get_errno() if r else 0)
+res.append(ctypes.get_errno() if libc.ptrace(16, %d, None, None) else 0)
+print(res)
+`, tpid, tpid, tpid))
+	if want := fmt.Sprintf("[%d, %d, %d, %d]", unix.ESRCH, unix.ESRCH, unix.ESRCH, unix.EPERM); strings.TrimSpace(o.Output) != want {
+		t.Errorf("signals from a run: %q", o.Output)
+	}
+	if !r.tmpl.alive() || r.tmpl.cmd.Process.Pid != tpid {
+		t.Fatal("the template died")
+	}
+}
+
+// Timeouts and output caps hold as with bwrap.
+func TestTemplateTimeoutAndOutputCap(t *testing.T) {
+	uid := templateUIDs.First + 9
+	r, data := templateRunner(t, uid)
+	spec := templateSpec(t, data, uid)
+	spec.Limits.Timeout, spec.Limits.OutputBytes = time.Second, 4096
+	start := time.Now()
+	o := runTemplate(t, r, spec, "import subprocess\nsubprocess.Popen(['sleep', '60'])\nwhile True: print('x' * 100)\n")
+	if !o.TimedOut || o.ExitCode != -1 || o.Cut == 0 || len(o.Output) > 8192 || time.Since(start) > 15*time.Second {
+		t.Errorf("runaway run: timed out %v, exit %d, cut %d, %d bytes kept, %s", o.TimedOut, o.ExitCode, o.Cut, len(o.Output), time.Since(start))
+	}
+}
+
 func TestTemplateRuns(t *testing.T) {
 	uid := templateUIDs.First + 5
 	r, data := templateRunner(t, uid)
-	o := runSpec(t, r, templateSpec(t, data, uid), `
-import os, sys
-print("uid", os.getuid(), os.getgid(), os.getgroups())
-print("pids", sorted(p for p in os.listdir("/proc") if p.isdigit()))
-print(open("/proc/self/status").read())
-print(os.listdir("/app"), os.listdir("/app/.nekro"))
-print(open("/proc/self/mountinfo").read())
-print(os.environ)
-sys.exit(3)
-`)
-	t.Logf("%+v\n%s", o, o.Output)
-	if _, isT := interface{}(nil).(*tproc); isT {
-		t.Log()
-	}
-	if !strings.Contains(o.Output, "uid 1000000005") || o.ExitCode != 3 {
+	o := runTemplate(t, r, templateSpec(t, data, uid), "print('hello', _ck)\n")
+	if strings.TrimSpace(o.Output) != "hello c1" || o.ExitCode != 0 {
 		t.Fatalf("%+v", o)
 	}
 }
