@@ -34,6 +34,9 @@ type SpineOptions struct {
 	// Zygotes is nekro serve's --zygotes for the active-chat rows (0:
 	// fresh sandboxes and warm spares only).
 	Zygotes int
+	// Template starts fresh sandboxes from the bwrap backend's shared
+	// template (--sandbox-template).
+	Template bool
 }
 
 // benchPlugin has the one TOOL both call paths use.
@@ -107,7 +110,7 @@ func Spine(ctx context.Context, w io.Writer, dataDir, python string, opt SpineOp
 	if err := os.WriteFile(filepath.Join(pyDir, "benchpy.py"), []byte(pyBenchPlugin), 0o644); err != nil {
 		return err
 	}
-	coldApp, err := app.Open(ctx, app.Config{DataDir: dataDir, PluginDirs: []string{pyDir}, Sandbox: app.SandboxConfig{Python: python},
+	coldApp, err := app.Open(ctx, app.Config{DataDir: dataDir, PluginDirs: []string{pyDir}, Sandbox: app.SandboxConfig{Python: python, Template: opt.Template},
 		Host:    host.Config{Plugins: []*plugin.Plugin{p}},
 		Runtime: runtime.Config{Limits: sandbox.Limits{Timeout: 10 * time.Minute, OutputBytes: 64 << 20}}})
 	if err != nil {
@@ -124,7 +127,7 @@ func Spine(ctx context.Context, w io.Writer, dataDir, python string, opt SpineOp
 	// starts on request. Warm: the runtime keeps a started sandbox per
 	// active chat (Config.WarmSpares, what `nekro serve` uses); the chat's
 	// previous run ended 50 ms earlier, less than any model reply takes.
-	warmApp, err := app.Open(ctx, app.Config{DataDir: dataDir + "-warm", Sandbox: app.SandboxConfig{Python: python},
+	warmApp, err := app.Open(ctx, app.Config{DataDir: dataDir + "-warm", Sandbox: app.SandboxConfig{Python: python, Template: opt.Template},
 		Host: host.Config{Plugins: []*plugin.Plugin{p}}, Runtime: runtime.Config{WarmSpares: true}})
 	if err != nil {
 		return err
@@ -169,7 +172,7 @@ func Spine(ctx context.Context, w io.Writer, dataDir, python string, opt SpineOp
 		ms(sc.P50), ms(sc.P99), stats.Ratio(sc.P50, sb.P50), ms(stats.Summarize(inProc).P50))
 	fmt.Fprintf(w, "sandboxed `pass`, warm chat         p50 %6.1f ms  p99 %6.1f ms  (%s)\n", ms(sw.P50), ms(sw.P99), stats.Ratio(sw.P50, sb.P50))
 	fmt.Fprintf(w, "goal: <= 1.5x bare at p50\n")
-	if err := activeChatRows(ctx, w, dataDir, python, p, opt.Runs, opt.Zygotes, sb.P50); err != nil {
+	if err := activeChatRows(ctx, w, dataDir, python, p, opt.Runs, opt.Zygotes, opt.Template, sb.P50); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
@@ -396,15 +399,15 @@ func plotFloors(ctx context.Context, python string, runs int) (inProcess, forked
 // PNG through the runtime (configured as nekro serve configures it), and
 // `pass` through POST /api/chats/{chat}/exec of an in-process server, each
 // run 50 ms after the previous one ended.
-func activeChatRows(ctx context.Context, w io.Writer, dataDir, python string, p *plugin.Plugin, runs, zygotes int, bare time.Duration) error {
-	srv, err := app.Serve(ctx, app.Config{DataDir: dataDir + "-serve", Sandbox: app.SandboxConfig{Python: python, Zygotes: zygotes},
+func activeChatRows(ctx context.Context, w io.Writer, dataDir, python string, p *plugin.Plugin, runs, zygotes int, template bool, bare time.Duration) error {
+	srv, err := app.Serve(ctx, app.Config{DataDir: dataDir + "-serve", Sandbox: app.SandboxConfig{Python: python, Template: template, Zygotes: zygotes},
 		Host: host.Config{Plugins: []*plugin.Plugin{p}}, Runtime: runtime.Config{WarmSpares: true}},
 		server.Options{Listen: "127.0.0.1:0", Token: "bench", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return fmt.Errorf("start the server: %w", err)
 	}
 	defer srv.Shutdown(context.WithoutCancel(ctx))
-	activeApp, err := app.Open(ctx, app.Config{DataDir: dataDir + "-active", Sandbox: app.SandboxConfig{Python: python, Zygotes: zygotes},
+	activeApp, err := app.Open(ctx, app.Config{DataDir: dataDir + "-active", Sandbox: app.SandboxConfig{Python: python, Template: template, Zygotes: zygotes},
 		Host: host.Config{Plugins: []*plugin.Plugin{p}}, Runtime: runtime.Config{WarmSpares: true}})
 	if err != nil {
 		return err

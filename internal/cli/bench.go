@@ -29,6 +29,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 			}
 			defer os.RemoveAll(dir)
 			os.Chmod(dir, 0o711)
+			opt.Template = g.sandboxTemplate
 			return bench.Spine(cmd.Context(), cmd.OutOrStdout(), dir+"/data", g.python, opt)
 		},
 	}

@@ -55,7 +55,7 @@ var commandFlags = map[string][]string{
 	// --plugin-dir lets kv accept a Python plugin's key before it stored anything.
 	"kv":          slices.Concat(storeFlagNames, kvLimitFlagNames, []string{"plugin-dir", "python-index"}),
 	"bench":       nil,
-	"bench spine": {"python"},
+	"bench spine": {"python", "sandbox-template"},
 	"bench turn":  {"python"},
 	"version":     nil,
 }

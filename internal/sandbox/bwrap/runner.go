@@ -420,6 +420,14 @@ func (r *Runner) Protections() []sandbox.Protection {
 		seccompDetail = fmt.Sprintf("off: %v", r.SeccompErr)
 	}
 	ps = append(ps, sandbox.Protection{Name: "seccomp filter", Active: r.Seccomp != nil, Detail: seccompDetail})
+	if r.Template {
+		if err := r.TemplateError(); err != nil {
+			ps = append(ps, sandbox.Protection{Name: "sandbox template", Detail: fmt.Sprintf("off (%v): fresh sandboxes start a new bwrap each", err)})
+		} else {
+			ps = append(ps, sandbox.Protection{Name: "sandbox template", Active: true,
+				Detail: "fresh sandboxes fork from one template in a user namespace of its own; chats' directories opened without following symlinks"})
+		}
+	}
 	if r.Cgroups != nil {
 		ps = append(ps, sandbox.Protection{Name: "per-run cgroups", Active: true, Detail: "memory and processes are limited per run, not only per process"})
 	} else {
