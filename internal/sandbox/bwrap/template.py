@@ -345,8 +345,14 @@ def _system_exit_code(e):
     return 1
 
 
-def _child(req, fds):
-    """The run: pid 1 of its PID namespace; never returns."""
+def _child(box):
+    """The run: pid 1 of its PID namespace; never returns. box holds its
+    request and descriptors and is emptied: once the run's code runs, no
+    frame or object of the template's holds the request (its host paths);
+    the code could walk the stack (sys._getframe) or the garbage collector
+    to them."""
+    req, fds = box
+    box.clear()
     # fds: the run's files (and font cache), then out, release, ready, conn.
     out = high = None
     try:
@@ -439,14 +445,18 @@ def _reap(_signum, _frame):
 
 
 def _serve(ctl, own_pid_ns, msg, fds):
+    """Forks the run of one request. Returns, in the child only, the
+    request and the run's descriptors (the caller unwinds to the module's
+    frame and calls _child); None in the template."""
     try:
         req = json.loads(msg)
         reply = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, fds[0])
     except (ValueError, OSError, IndexError):
         for fd in fds:
             os.close(fd)
-        return
+        return None
     run_fds = fds[1:]
+    pid = -1
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
     try:
         _chk(libc.unshare(CLONE_NEWPID), "unshare")  # for the next child only
@@ -462,7 +472,7 @@ def _serve(ctl, own_pid_ns, msg, fds):
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGCHLD])
             except BaseException:  # noqa: BLE001
                 os._exit(125)
-            _child(req, run_fds)
+            return [req, run_fds]
         _chk(libc.setns(own_pid_ns, CLONE_NEWPID), "setns")
         # The pidfd goes first, before _reap (blocked until then) may write
         # the status.
@@ -483,9 +493,11 @@ def _serve(ctl, own_pid_ns, msg, fds):
             pass
         reply.close()
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGCHLD])
-        for fd in run_fds:
-            os.close(fd)
+        if pid != 0:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGCHLD])
+            for fd in run_fds:
+                os.close(fd)
+    return None
 
 
 def main():
@@ -507,7 +519,9 @@ def main():
         msg, fds, _flags, _addr = socket.recv_fds(ctl, 1 << 16, 64)
         if not msg:
             os._exit(0)  # the host closed the control socket
-        _serve(ctl, own_pid_ns, msg, fds)
+        box = _serve(ctl, own_pid_ns, msg, fds)
+        if box is not None:
+            return box  # a run's child: out of these frames
 
 
-main()
+_child(main())

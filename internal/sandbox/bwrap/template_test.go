@@ -2,6 +2,7 @@ package bwrap
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -125,8 +126,26 @@ func TestTemplateChildIsIsolated(t *testing.T) {
 	os.WriteFile(filepath.Join(other, "secret"), []byte("other chat"), 0o644)
 	spec := templateSpec(t, data, uid)
 	spec.Limits.MemoryBytes, spec.Limits.TmpBytes = 512<<20, 1<<20
-	o := runTemplate(t, r, spec, fmt.Sprintf("DATA = %q\n", data)+`
-import ctypes, json, os, resource, socket
+	// The data directory's path, not as a literal: the run's own source
+	// is in its memory.
+	o := runTemplate(t, r, spec, fmt.Sprintf("DATA = bytes.fromhex(%q).decode()\n", hex.EncodeToString([]byte(data)))+`
+import ctypes, gc, json, os, resource, socket, sys
+# What the template handed this run (its request: host paths) is
+# reachable from no frame and no object.
+leaks = []
+f = sys._getframe()
+while f is not None:
+    for v in list(f.f_locals.values()) + list(f.f_globals.values()):
+        if isinstance(v, str) and v is not DATA and DATA in v:
+            leaks.append(f.f_code.co_name)
+    f = f.f_back
+for o in gc.get_objects():
+    if o is globals():
+        continue
+    vals = o.values() if isinstance(o, dict) else o if isinstance(o, (list, tuple)) else ()
+    for v in vals:
+        if isinstance(v, str) and v is not DATA and DATA in v:
+            leaks.append(type(o).__name__)
 libc = ctypes.CDLL(None, use_errno=True)
 def err(ret):
     return 0 if ret == 0 else ctypes.get_errno()
@@ -144,6 +163,7 @@ res = {
     "host": os.path.exists(DATA) or os.path.exists(DATA + "/sandboxes/c2/secret"),
     "root": sorted(os.listdir("/")),
     "mem": resource.getrlimit(resource.RLIMIT_AS)[0],
+    "leaks": leaks,
 }
 for name, path in (("usr", "/usr/nekro-test"), ("rootfs", "/nekro-test"), ("packages", "/app/shared/.packages/x"), ("uploads", "/app/uploads/x")):
     try:
@@ -175,7 +195,7 @@ raise SystemExit(3)
 		"root": []any{"app", "bin", "dev", "etc", "lib", "lib64", "proc", "sbin", "tmp", "usr"},
 		"mem":  float64(512 << 20),
 		"usr":  float64(unix.EROFS), "rootfs": float64(unix.EROFS), "packages": float64(unix.EROFS), "uploads": float64(unix.EROFS),
-		"tmpfull": float64(unix.ENOSPC),
+		"tmpfull": float64(unix.ENOSPC), "leaks": []any{},
 	}
 	for k, v := range want {
 		if got := fmt.Sprint(res[k]); got != fmt.Sprint(v) {
