@@ -157,8 +157,12 @@ class _SockFprog(ctypes.Structure):
 _FILTER_BUF = ctypes.create_string_buffer(_FILTER, max(len(_FILTER), 1))
 _FILTER_PROG = _SockFprog(len(_FILTER) // 8, ctypes.addressof(_FILTER_BUF))
 
-# boot.py's functions, without running it: each run calls its _run.
-BOOT = {}
+# boot.py's functions, without running it: each run calls its _run. Its
+# __builtins__ is the module, as when boot.py runs as __main__ (the run's
+# globals get the same).
+import builtins  # noqa: E402
+
+BOOT = {"__builtins__": builtins}
 with os.fdopen(BOOT_FD, "rb") as _f:
     exec(compile(_f.read().decode().replace("\n_run()\n", "\n"), "/app/.nekro/boot.py", "exec"), BOOT)
 del _f
