@@ -2,7 +2,9 @@ package runtime_test
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,10 +17,28 @@ import (
 	"github.com/nekro-go/nekro/plugin"
 )
 
-// sandboxesOf counts the bwrap processes whose command line mentions dir.
+// sandboxesOf counts the bwrap processes whose command line mentions dir,
+// and (with NEKRO_SANDBOX_TEMPLATE=1) the sandbox template's children
+// whose /app/shared is a chat directory beneath dir: their command line
+// is the template's and names no chat.
 func sandboxesOf(dir string) int {
 	out, _ := exec.Command("pgrep", "-f", "bwrap.*"+dir).Output()
-	return len(strings.Fields(string(out)))
+	n := len(strings.Fields(string(out)))
+	out, _ = exec.Command("pgrep", "-f", "python3 -I -S -B -u /proc/self/fd/5").Output()
+	chats, _ := filepath.Glob(filepath.Join(dir, "sandboxes", "*"))
+	for _, pid := range strings.Fields(string(out)) {
+		st, err := os.Stat("/proc/" + pid + "/root/app/shared")
+		if err != nil {
+			continue // the template itself, or a child not yet in its root
+		}
+		for _, c := range chats {
+			if cs, err := os.Stat(c); err == nil && os.SameFile(st, cs) {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 func TestWarmSparesServeTheNextRunWithItsOwnIdentity(t *testing.T) {
