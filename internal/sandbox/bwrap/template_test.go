@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -336,5 +337,47 @@ func TestTemplateRuns(t *testing.T) {
 	o := runTemplate(t, r, templateSpec(t, data, uid), "print('hello', _ck)\n")
 	if strings.TrimSpace(o.Output) != "hello c1" || o.ExitCode != 0 {
 		t.Fatalf("%+v", o)
+	}
+}
+
+// Runs started at once each get their own release, output and status:
+// the template serves requests one by one, on sockets of their own.
+func TestTemplateConcurrentRuns(t *testing.T) {
+	uid := templateUIDs.First + 10
+	r, data := templateRunner(t, uid)
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			o := runTemplate(t, r, templateSpec(t, data, uid), fmt.Sprintf("print('run', %d)\nraise SystemExit(%d)\n", i, i))
+			if strings.TrimSpace(o.Output) != fmt.Sprintf("run %d", i) || o.ExitCode != i {
+				t.Errorf("run %d: %+v", i, o)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// A run with the network keeps the host's network namespace and its
+// resolver files, as with bwrap's --share-net; one without has its own.
+func TestTemplateRunWithNetwork(t *testing.T) {
+	uid := templateUIDs.First + 11
+	r, data := templateRunner(t, uid)
+	hostNet, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Skip(err)
+	}
+	_, resolv := os.Stat("/etc/resolv.conf")
+	for _, network := range []bool{true, false} {
+		spec := templateSpec(t, data, uid)
+		spec.Limits.Network = network
+		o := runTemplate(t, r, spec, "import os\nprint(os.readlink('/proc/self/ns/net'), os.path.exists('/etc/resolv.conf'))\n")
+		ns, hasResolv, _ := strings.Cut(strings.TrimSpace(o.Output), " ")
+		wantResolv := "False"
+		if network && resolv == nil {
+			wantResolv = "True"
+		}
+		if got := strings.TrimSpace(o.Output); (ns == hostNet) != network || hasResolv != wantResolv {
+			t.Errorf("network %v: %q (the host's namespace: %s)", network, got, hostNet)
+		}
 	}
 }
