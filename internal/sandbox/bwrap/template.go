@@ -125,7 +125,7 @@ func (r *Runner) templateFor(boot []byte) *template {
 	return t
 }
 
-// TemplateErr reports why the runner does not use its template (nil when
+// TemplateError reports why the runner does not use its template (nil when
 // it does or has not tried yet), for `nekro doctor` and tests.
 func (r *Runner) TemplateError() error {
 	r.tmu.Lock()
