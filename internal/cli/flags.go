@@ -123,7 +123,7 @@ func newGlobals() *globals {
 	g.maxRuns = int(g.envInt("max-runs", 8))
 	g.sandboxUIDs = envOr("NEKRO_SANDBOX_UIDS", uids.DefaultRange.String())
 	g.uidRange = uids.DefaultRange
-	g.sandboxTemplate = envTrue("NEKRO_SANDBOX_TEMPLATE")
+	g.sandboxTemplate = envBool("NEKRO_SANDBOX_TEMPLATE", true)
 	g.sharedQuota = g.envSize("shared-quota", runtime.DefaultSharedQuota)
 	g.sharedInodes = g.envInt("shared-inodes", int64(runtime.DefaultSharedInodes))
 	g.llmBaseURL = os.Getenv(llm.EnvBaseURL)
@@ -180,7 +180,7 @@ func (g *globals) define(fs *pflag.FlagSet, name string) {
 			"host uids for chats' sandboxes, FIRST-LAST: each chat gets its own, kept in the database (env NEKRO_SANDBOX_UIDS; used when nekro runs as root)")
 	case "sandbox-template":
 		fs.BoolVar(&g.sandboxTemplate, name, g.sandboxTemplate,
-			"bwrap, as root: start new sandboxes as forks of one shared template process instead of a new bwrap each (a few ms of CPU instead of ~35); off by default while it is tried (env NEKRO_SANDBOX_TEMPLATE)")
+			"bwrap, as root: start new sandboxes as forks of one shared template process instead of a new bwrap each (a few ms of CPU instead of ~30); --sandbox-template=false for a bwrap per sandbox (env NEKRO_SANDBOX_TEMPLATE)")
 	case "shared-quota":
 		fs.Var(g.sharedQuota, name, "disk each chat's /app/shared and /app/uploads may each take, enforced while the code writes, e.g. 64MiB"+env)
 	case "shared-inodes":

@@ -220,6 +220,18 @@ func envList(name string) []string {
 
 // envTrue reports whether the environment variable name is set to 1, true
 // or yes.
+// envBool is the boolean in environment variable name: 1/true/yes or
+// 0/false/no, def when it is unset or anything else.
+func envBool(name string, def bool) bool {
+	switch strings.ToLower(os.Getenv(name)) {
+	case "1", "true", "yes":
+		return true
+	case "0", "false", "no":
+		return false
+	}
+	return def
+}
+
 func envTrue(name string) bool {
 	switch strings.ToLower(os.Getenv(name)) {
 	case "1", "true", "yes":
