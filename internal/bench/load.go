@@ -141,6 +141,7 @@ func Load(ctx context.Context, w io.Writer, cfg app.Config, opt LoadOptions) (*L
 		return nil, err
 	}
 	defer model.Close()
+	model.ForgetRequests() // its record is not nekro's memory
 	cfg.LLM = llm.Config{BaseURL: model.URL, Model: "instant"}
 	cfg.ModelGroups = nil
 	srv, err := app.Serve(ctx, cfg, server.Options{Listen: "127.0.0.1:0", Token: "bench", Log: cfg.Log})

@@ -104,6 +104,7 @@ type Server struct {
 	script Script
 
 	mu          sync.Mutex
+	forget      bool // keep no request (ForgetRequests)
 	requests    []Request
 	embeddings  []EmbeddingRequest
 	embedFails  int
@@ -127,6 +128,15 @@ func Start(script Script) (*Server, error) {
 
 // Close stops the server.
 func (s *Server) Close() error { return s.srv.Close() }
+
+// ForgetRequests makes the server keep no request from now on (Requests
+// returns none): a benchmark's thousands of turns would otherwise stay in
+// the process's heap and in its memory figures.
+func (s *Server) ForgetRequests() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forget, s.requests = true, nil
+}
 
 // Requests returns every request received so far, in order.
 func (s *Server) Requests() []Request {
@@ -161,7 +171,9 @@ func (s *Server) complete(w http.ResponseWriter, hr *http.Request) {
 	}
 	req.Auth, req.Time = hr.Header.Get("Authorization"), time.Now()
 	s.mu.Lock()
-	s.requests = append(s.requests, req)
+	if !s.forget {
+		s.requests = append(s.requests, req)
+	}
 	s.mu.Unlock()
 	reply := s.script(req)
 	if reply.Delay > 0 {
