@@ -15,6 +15,7 @@ import (
 	"github.com/nekro-go/nekro/internal/sandbox/bwrap"
 	"github.com/nekro-go/nekro/internal/sandbox/docker"
 	"github.com/nekro-go/nekro/internal/sandbox/seccomp"
+	"github.com/nekro-go/nekro/internal/sandbox/stub"
 	"github.com/nekro-go/nekro/internal/uids"
 )
 
@@ -105,6 +106,7 @@ func openRunner(layout files.Layout, rc runtime.Config, sc SandboxConfig, log *s
 		rng := sc.chatUIDs()
 		b.Template, b.TemplateUIDs, b.DataDir = true, bwrap.UIDRange{First: rng.First, Last: rng.Last + 1}, layout.Root
 		b.TemplateErr = func(err error) { log.Warn("the sandbox template cannot start: fresh sandboxes use bwrap", "err", err) }
+		b.TemplateBoot = stub.Boot()
 	}
 	if b, ok := r.(*bwrap.Runner); ok && rc.WarmSpares {
 		b.FontCache = true       // a server: matplotlib's font cache built once for all its sandboxes

@@ -448,6 +448,22 @@ func activeChatRows(ctx context.Context, w io.Writer, dataDir, python string, p 
 		return d, nil
 	}
 	var first, pass, passIn, plot, numpy, viaAPI []time.Duration
+	// What the server does once at its start (matplotlib's font cache,
+	// the sandbox template) is done before its chats come.
+	if w, ok := activeApp.Runtime.Runner().(sandbox.Warmer); ok {
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		err := w.Warmed(wctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	// So is what its first run of all makes once (the empty volume image
+	// chats' volumes are copied from, the stubs' byte code): another
+	// chat's run pays for it here.
+	if res, err := rt.Exec(ctx, runtime.ExecRequest{ChatKey: "warm-up", Code: "pass"}); err != nil || res.StopType != sandbox.Normal {
+		return fmt.Errorf("warm-up run: %v %v", res, err)
+	}
 	// A chat's first run: nothing is warm for it yet.
 	d, _, err := run("pass")
 	if err != nil {

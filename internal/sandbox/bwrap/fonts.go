@@ -72,17 +72,30 @@ func (r *Runner) startFontCache() {
 }
 
 // Warm starts what every sandbox of the runner shares in the background:
-// matplotlib's font cache (when FontCache is set).
-func (r *Runner) Warm() { r.startFontCache() }
+// matplotlib's font cache (when FontCache is set) and the template of
+// fresh sandboxes (when Template and TemplateBoot are set).
+func (r *Runner) Warm() {
+	r.startFontCache()
+	if r.Template && r.TemplateBoot != nil {
+		go r.templateFor(r.TemplateBoot)
+	}
+}
 
 // Warmed waits until what Warm started is done, or ctx ends.
 func (r *Runner) Warmed(ctx context.Context) error {
-	if !r.FontCache {
-		return nil
-	}
-	r.startFontCache()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if r.Template && r.TemplateBoot != nil {
+			r.templateFor(r.TemplateBoot) // the one Warm started, or a new one
+		}
+		if r.FontCache {
+			r.startFontCache()
+			<-r.fontDone
+		}
+	}()
 	select {
-	case <-r.fontDone:
+	case <-done:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("warm the sandbox runner: %w", ctx.Err())

@@ -89,6 +89,10 @@ type Runner struct {
 	// TemplateErr, when set, hears once why the template could not start
 	// (its runs then use bwrap).
 	TemplateErr func(error)
+	// TemplateBoot, when set, is the boot.py of the runs to come: Warm
+	// starts the template for it, so a server's first run does not wait
+	// for the template's own start.
+	TemplateBoot []byte
 
 	removing sync.WaitGroup // groups being removed after their runs
 	tmu      sync.Mutex
