@@ -98,6 +98,7 @@ type Runner struct {
 	tmu      sync.Mutex
 	tmpl     *template // nil until the first fresh start, or after it died
 	tmplOff  error     // why the template is not used
+	tmplAt   time.Time // when it last failed to start (templateRetry)
 	tclosed  bool
 	zmu      sync.Mutex
 	zygotes  map[string]*zygote // by chat (shared directory)

@@ -98,13 +98,19 @@ func (t *template) alive() bool {
 	}
 }
 
+// templateRetry is how long after a failed start fresh sandboxes use
+// bwrap before the template is tried again: a start that failed for a
+// passing reason (memory, processes) does not leave the server on bwrap
+// until it restarts.
+var templateRetry = time.Minute
+
 // templateFor returns the running template for runs whose boot.py is
 // boot, starting one when none runs; nil (and the caller uses bwrap) when
-// the template is off or could not start.
+// the template is off or could not start within templateRetry.
 func (r *Runner) templateFor(boot []byte) *template {
 	r.tmu.Lock()
 	defer r.tmu.Unlock()
-	if r.tmplOff != nil || r.tclosed {
+	if r.tclosed || (r.tmplOff != nil && time.Since(r.tmplAt) < templateRetry) {
 		return nil
 	}
 	if t := r.tmpl; t != nil && t.alive() {
@@ -115,13 +121,13 @@ func (r *Runner) templateFor(boot []byte) *template {
 	}
 	t, err := r.startTemplate(boot)
 	if err != nil {
-		r.tmplOff = err
-		if r.TemplateErr != nil {
+		if r.tmplOff == nil && r.TemplateErr != nil { // once, not at every retry
 			r.TemplateErr(err)
 		}
+		r.tmplOff, r.tmplAt = err, time.Now()
 		return nil
 	}
-	r.tmpl = t
+	r.tmpl, r.tmplOff = t, nil
 	return t
 }
 

@@ -381,3 +381,28 @@ func TestTemplateRunWithNetwork(t *testing.T) {
 		}
 	}
 }
+
+// A template that could not start is tried again after templateRetry,
+// not left off until nekro restarts; the failure is told once.
+func TestTemplateRetriesAfterAFailedStart(t *testing.T) {
+	r, _ := templateRunner(t, templateUIDs.First+9)
+	told := 0
+	r.TemplateErr = func(error) { told++ }
+	python := r.Python
+	r.Python = "/nonexistent/python3"
+	if r.templateFor(stub.Boot()) != nil || r.TemplateError() == nil {
+		t.Fatalf("a template started with no interpreter (err %v)", r.TemplateError())
+	}
+	r.Python = python
+	if r.templateFor(stub.Boot()) != nil {
+		t.Fatal("the template was tried again at once")
+	}
+	defer func(d time.Duration) { templateRetry = d }(templateRetry)
+	templateRetry = 0
+	if r.templateFor(stub.Boot()) == nil || r.TemplateError() != nil {
+		t.Fatalf("the template did not start on the next try: %v", r.TemplateError())
+	}
+	if told != 1 {
+		t.Errorf("the failure was told %d times, want once", told)
+	}
+}
