@@ -27,6 +27,22 @@ const (
 	strikeMemory = 10 * time.Minute
 )
 
+// webCaller stands, in the strikes and in a process's calls in flight,
+// for the anonymous callers of the plugin's web routes: routes that end
+// the process (or block its event loop) are refused for a while, as a
+// chat's calls are, while the process restarts at once for the chats'
+// sandbox calls. No chat key holds a control character, so no chat is
+// ever taken for it.
+const webCaller = "\x00web"
+
+// callerLabel names a caller in the log.
+func callerLabel(c string) string {
+	if c == webCaller {
+		return "(web routes)"
+	}
+	return c
+}
+
 // strike is one chat's record of ending a plugin's process.
 type strike struct {
 	count int
@@ -51,6 +67,10 @@ func (h *host) refusal(chat string, now time.Time) error {
 	h.mu.Unlock()
 	if !ok || !now.Before(s.until) {
 		return nil
+	}
+	if chat == webCaller {
+		return fmt.Errorf("plugin %s refuses web requests until %s: web requests ended the plugin's process %d times in the last %s",
+			h.plugin.Key(), s.until.Format(time.RFC3339), s.count, strikeMemory)
 	}
 	return fmt.Errorf("plugin %s refuses calls from chat %s until %s: calls from this chat ended the plugin's process %d times in the last %s",
 		h.plugin.Key(), chat, s.until.Format(time.RFC3339), s.count, strikeMemory)
@@ -86,8 +106,12 @@ func (h *host) judge(p *process) {
 		for _, c := range names {
 			h.suspects[c] = true
 		}
+		labels := make([]string, len(names))
+		for i, c := range names {
+			labels[i] = callerLabel(c)
+		}
 		h.log.Warn("python plugin process ended during calls from several chats: the next call of each runs alone",
-			"plugin", h.plugin.Key(), "chats", names, "err", p.exitErr)
+			"plugin", h.plugin.Key(), "chats", labels, "err", p.exitErr)
 		p.verdict = v
 		return
 	}
@@ -106,10 +130,10 @@ func (h *host) judge(p *process) {
 	v.guilty = map[string]strike{chat: s}
 	p.verdict = v
 	if s.until.After(now) {
-		h.log.Warn("python plugin process ended during a call from this chat: refusing its calls", "chat", chat,
+		h.log.Warn("python plugin process ended during a call from this chat: refusing its calls", "chat", callerLabel(chat),
 			"plugin", h.plugin.Key(), "times", s.count, "until", s.until.Format(time.RFC3339), "err", p.exitErr)
 	} else {
-		h.log.Warn("python plugin process ended during a call from this chat", "chat", chat,
+		h.log.Warn("python plugin process ended during a call from this chat", "chat", callerLabel(chat),
 			"plugin", h.plugin.Key(), "times", s.count, "err", p.exitErr)
 	}
 }

@@ -117,6 +117,10 @@ func (h *host) serveRoute(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.leave()
 	ctx := r.Context()
+	if err := h.refusal(webCaller, time.Now()); err != nil { // its routes ended its process, again and again
+		routeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
 	startBy := time.NewTimer(RouteStartTimeout)
 	defer startBy.Stop()
 	var body []byte
@@ -405,11 +409,17 @@ func (p *process) openStream() (int64, *stream) {
 		p.streams = map[int64]*stream{}
 	}
 	p.streams[p.nextID] = st
+	p.inflight[p.nextID] = webCaller // the process's death during it is the web callers' (judge)
 	return p.nextID, st
 }
 
 func (p *process) closeStream(id int64) {
 	p.pmu.Lock()
 	delete(p.streams, id)
+	select {
+	case <-p.done: // judge has read it; keep it as it was
+	default:
+		delete(p.inflight, id)
+	}
 	p.pmu.Unlock()
 }

@@ -420,3 +420,52 @@ func TestRouterWithoutFastAPIFailsToLoad(t *testing.T) {
 		}
 	}
 }
+
+// Web requests that end the plugin's process again and again are refused
+// for a while (503), as a chat's calls are: an anonymous caller cannot
+// keep the process restarting, and the chats' sandbox calls keep being
+// answered meanwhile.
+func TestRoutesThatEndTheProcessAreRefused(t *testing.T) {
+	needFastAPI(t)
+	data, plugins := testutil.DataDir(t), t.TempDir()
+	b, err := os.ReadFile(filepath.Join(routersDir, "webapp.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(plugins, "webapp.py"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := testutil.Serve(t, data, "tok", "NEKRO_PLUGIN_DIR="+plugins)
+	const app = "/plugins/tester.webapp"
+	if st, body, _ := get(t, s, "GET", app+"/version", nil); st != 200 {
+		t.Fatalf("version: %d %q\n%s", st, body, s.Logs)
+	}
+	for i := 1; i <= 3; i++ { // two deaths are forgiven, the third is not
+		if st, body, _ := get(t, s, "GET", app+"/die", nil); st != 502 {
+			t.Fatalf("death %d: %d %q", i, st, body)
+		}
+	}
+	st, body, _ := get(t, s, "GET", app+"/version", nil)
+	if st != 503 || !strings.Contains(body, "refuses web requests") {
+		t.Fatalf("after three deaths: %d %q, want 503 refusing web requests", st, body)
+	}
+	// The chats' calls are answered meanwhile.
+	if st, out := s.API("POST", "/api/chats/c1/exec", map[string]string{"code": "print(webapp_version())"}); st != 200 || !strings.Contains(out, "v1") {
+		t.Fatalf("a sandbox call while web requests are refused: %d %s", st, out)
+	}
+	if !strings.Contains(s.Logs.String(), "(web routes)") {
+		t.Errorf("the refusal is not logged with its caller:\n%s", s.Logs)
+	}
+	// And web requests are served again once the refusal (5 s) is over.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, body, _ := get(t, s, "GET", app+"/version", nil)
+		if st == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("web requests still refused after 60 s: %d %q", st, body)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
