@@ -56,41 +56,9 @@ func (p *Proc) MarkReleased() { p.released = time.Now() }
 // MarkReleased) passes or ctx ends. ExitCode is the command's exit status,
 // -1 when it was killed.
 func (p *Proc) Wait(ctx context.Context, timeout time.Duration, kill func()) (*Outcome, error) {
-	o := &Outcome{}
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	var waitErr error
-	select {
-	case waitErr = <-p.exited:
-	case <-timer.C:
-		o.TimedOut = true
-		kill()
-		waitErr = <-p.exited
-	case <-ctx.Done():
-		o.Cancelled = true
-		kill()
-		waitErr = <-p.exited
-	}
-	o.Duration = time.Since(p.released)
-	// The pipe closes when the last process holding it exits; a backend's
-	// kill takes every process of the run, so this wait is short.
-	select {
-	case <-p.copied:
-	case <-time.After(5 * time.Second):
-		kill()
-		p.pr.Close()
-		<-p.copied
-	}
-	p.pr.Close()
-	o.Output = p.out.String()
-	o.Cut = p.out.Cut()
+	o, waitErr := awaitEnd(ctx, timeout, p.released, kill, p.exited, p.copied, p.pr, p.out)
 	o.ExitCode = p.cmd.ProcessState.ExitCode()
-	if o.TimedOut || o.Cancelled {
-		o.ExitCode = -1
-	}
-	if o.TimedOut {
-		o.Output += fmt.Sprintf("\n[nekro: the run was killed after exceeding its %s time limit]\n", timeout)
-	}
+	finishOutcome(o, timeout)
 	if waitErr != nil && o.ExitCode == -1 && !o.TimedOut && !o.Cancelled {
 		var ee *exec.ExitError
 		if !errors.As(waitErr, &ee) {
@@ -98,4 +66,64 @@ func (p *Proc) Wait(ctx context.Context, timeout time.Duration, kill func()) (*O
 		}
 	}
 	return o, nil
+}
+
+// WaitStatus is Proc.Wait for a run that is not a command of this
+// process (a child of a zygote or of the sandbox template): its exit
+// status (negative: killed by a signal, or lost) arrives on status, its
+// output is copied from outR into out until copied is closed.
+func WaitStatus(ctx context.Context, timeout time.Duration, released time.Time, kill func(),
+	status <-chan int, copied <-chan struct{}, outR io.Closer, out *CappedBuffer) *Outcome {
+	o, code := awaitEnd(ctx, timeout, released, kill, status, copied, outR, out)
+	o.ExitCode = code
+	if code < 0 {
+		o.ExitCode = -1
+	}
+	finishOutcome(o, timeout)
+	return o
+}
+
+// awaitEnd waits for a run's end (what arrives on ended), calling kill
+// when timeout from released passes or ctx ends, then for its output to
+// be copied: the pipe closes when the last process holding it exits, and
+// a backend's kill takes every process of the run, so that wait is short.
+func awaitEnd[T any](ctx context.Context, timeout time.Duration, released time.Time, kill func(),
+	ended <-chan T, copied <-chan struct{}, outR io.Closer, out *CappedBuffer) (*Outcome, T) {
+	o := &Outcome{}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var end T
+	select {
+	case end = <-ended:
+	case <-timer.C:
+		o.TimedOut = true
+		kill()
+		end = <-ended
+	case <-ctx.Done():
+		o.Cancelled = true
+		kill()
+		end = <-ended
+	}
+	o.Duration = time.Since(released)
+	select {
+	case <-copied:
+	case <-time.After(5 * time.Second):
+		kill()
+		outR.Close()
+		<-copied
+	}
+	outR.Close()
+	o.Output, o.Cut = out.String(), out.Cut()
+	return o, end
+}
+
+// finishOutcome makes a killed run's exit code -1 and says in its output
+// that it ran out of time.
+func finishOutcome(o *Outcome, timeout time.Duration) {
+	if o.TimedOut || o.Cancelled {
+		o.ExitCode = -1
+	}
+	if o.TimedOut {
+		o.Output += fmt.Sprintf("\n[nekro: the run was killed after exceeding its %s time limit]\n", timeout)
+	}
 }

@@ -610,15 +610,7 @@ type process struct {
 // it when nobody did.
 func (p *process) Prepare(ctx context.Context) error {
 	p.prepareOnce.Do(func() {
-		b := make([]byte, 1)
-		// The read ends when Python is ready, when the sandbox dies (the
-		// pipe closes) or when ctx ends.
-		stop := context.AfterFunc(ctx, func() { p.ready.SetReadDeadline(time.Now()) })
-		_, err := p.ready.Read(b)
-		stop()
-		p.ready.Close()
-		if err != nil {
-			p.prepareErr = fmt.Errorf("sandbox never became ready: %w", err)
+		if p.prepareErr = awaitReady(ctx, p.ready); p.prepareErr != nil {
 			return
 		}
 		if p.group != nil {
@@ -679,11 +671,34 @@ func (p *process) Kill() {
 func (p *process) Wait(ctx context.Context, timeout time.Duration) (*sandbox.Outcome, error) {
 	o, err := p.Proc.Wait(ctx, timeout, p.Kill)
 	if p.group != nil {
-		if o != nil && p.group.OOMKilled() {
-			o.OutOfMemory = true
-			o.Output += fmt.Sprintf("\n[nekro: the run exceeded its %d MiB memory limit and was killed]\n", p.memory>>20)
+		if o != nil {
+			noteOutOfMemory(o, p.group, p.memory)
 		}
 		p.removeGroup()
 	}
 	return o, err
+}
+
+// awaitReady reads the byte boot.py writes to ready once it waits for the
+// release, and closes ready. The read ends when Python is ready, when the
+// sandbox dies (the pipe closes) or when ctx ends.
+func awaitReady(ctx context.Context, ready *os.File) error {
+	stop := context.AfterFunc(ctx, func() { ready.SetReadDeadline(time.Now()) })
+	_, err := ready.Read(make([]byte, 1))
+	stop()
+	ready.Close()
+	if err != nil {
+		return fmt.Errorf("sandbox never became ready: %w", err)
+	}
+	return nil
+}
+
+// noteOutOfMemory marks o, and says so in its output, when the kernel
+// killed a process of the run's group g for exceeding its memory limit
+// of memory bytes.
+func noteOutOfMemory(o *sandbox.Outcome, g *cgroup.Group, memory int64) {
+	if g.OOMKilled() {
+		o.OutOfMemory = true
+		o.Output += fmt.Sprintf("\n[nekro: the run exceeded its %d MiB memory limit and was killed]\n", memory>>20)
+	}
 }

@@ -553,13 +553,7 @@ func (p *tproc) readStatus() {
 // move into its cgroup (see process.Prepare).
 func (p *tproc) Prepare(ctx context.Context) error {
 	p.prepareOnce.Do(func() {
-		b := make([]byte, 1)
-		stop := context.AfterFunc(ctx, func() { p.ready.SetReadDeadline(time.Now()) })
-		_, err := p.ready.Read(b)
-		stop()
-		p.ready.Close()
-		if err != nil {
-			p.prepareErr = fmt.Errorf("sandbox never became ready: %w", err)
+		if p.prepareErr = awaitReady(ctx, p.ready); p.prepareErr != nil {
 			return
 		}
 		if p.group != nil {
@@ -615,45 +609,11 @@ func (p *tproc) removeGroup() {
 // Wait waits for the run's exit status, killing the run when timeout
 // (from the release) passes or ctx ends, then for the end of its output.
 func (p *tproc) Wait(ctx context.Context, timeout time.Duration) (*sandbox.Outcome, error) {
-	o := &sandbox.Outcome{}
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	var code int
-	select {
-	case code = <-p.status:
-	case <-timer.C:
-		o.TimedOut = true
-		p.Kill()
-		code = <-p.status
-	case <-ctx.Done():
-		o.Cancelled = true
-		p.Kill()
-		code = <-p.status
-	}
-	o.Duration = time.Since(p.released)
-	select {
-	case <-p.copied:
-	case <-time.After(5 * time.Second):
-		p.Kill()
-		p.outR.Close()
-		<-p.copied
-	}
-	p.outR.Close()
+	o := sandbox.WaitStatus(ctx, timeout, p.released, p.Kill, p.status, p.copied, p.outR, p.out)
 	p.killOnce.Do(func() {}) // the pidfd's number may be reused from here on
 	p.pidfd.Close()
-	o.Output, o.Cut = p.out.String(), p.out.Cut()
-	o.ExitCode = code
-	if code < 0 || o.TimedOut || o.Cancelled {
-		o.ExitCode = -1
-	}
-	if o.TimedOut {
-		o.Output += fmt.Sprintf("\n[nekro: the run was killed after exceeding its %s time limit]\n", timeout)
-	}
 	if p.group != nil {
-		if p.group.OOMKilled() {
-			o.OutOfMemory = true
-			o.Output += fmt.Sprintf("\n[nekro: the run exceeded its %d MiB memory limit and was killed]\n", p.memory>>20)
-		}
+		noteOutOfMemory(o, p.group, p.memory)
 		p.removeGroup()
 	}
 	return o, nil

@@ -955,48 +955,12 @@ func (p *zproc) Wait(ctx context.Context, timeout time.Duration) (*sandbox.Outco
 	if p.status == nil {
 		return nil, errors.New("wait for sandbox: it was never released")
 	}
-	o := &sandbox.Outcome{}
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	var code int
-	select {
-	case code = <-p.status:
-	case <-timer.C:
-		o.TimedOut = true
-		p.Kill()
-		code = <-p.status
-	case <-ctx.Done():
-		o.Cancelled = true
-		p.Kill()
-		code = <-p.status
-	}
-	o.Duration = time.Since(p.released)
-	// The output pipe closes when the run's last process is gone; they all
-	// die with its pid 1.
-	select {
-	case <-p.copied:
-	case <-time.After(5 * time.Second):
-		p.Kill()
-		p.outR.Close()
-		<-p.copied
-	}
-	p.outR.Close()
+	o := sandbox.WaitStatus(ctx, timeout, p.released, p.Kill, p.status, p.copied, p.outR, p.out)
 	p.sp.close()
 	p.closePidfds()
 	p.done()
-	o.Output, o.Cut = p.out.String(), p.out.Cut()
-	o.ExitCode = code
-	if code < 0 || o.TimedOut || o.Cancelled {
-		o.ExitCode = -1
-	}
-	if o.TimedOut {
-		o.Output += fmt.Sprintf("\n[nekro: the run was killed after exceeding its %s time limit]\n", timeout)
-	}
 	if p.group != nil {
-		if p.group.OOMKilled() {
-			o.OutOfMemory = true
-			o.Output += fmt.Sprintf("\n[nekro: the run exceeded its %d MiB memory limit and was killed]\n", p.l.MemoryBytes>>20)
-		}
+		noteOutOfMemory(o, p.group, p.l.MemoryBytes)
 		p.removeGroup()
 	}
 	return o, nil
