@@ -168,6 +168,7 @@ with os.fdopen(BOOT_FD, "rb") as _f:
 del _f
 
 # What boot.py, the stubs and the isolation import, loaded once.
+import __future__  # noqa: E402,F401 - the stubs' first line imports it
 import _sitebuiltins  # noqa: E402,F401
 import fcntl  # noqa: E402
 import linecache  # noqa: E402,F401

@@ -64,6 +64,36 @@ def _site(dirs):
     builtins.license = sb._Printer("license", "See https://www.python.org/psf/license/")
 
 
+def _load_stubs():
+    """Loads /app/.nekro/api_caller.py as the module api_caller: from the
+    byte code the host compiled (pyc.go) when it is there, without the
+    import system. Its finders and loaders are Python functions, and in a
+    fork of the template or of a zygote every page they write is copied
+    for the run: measured in a template's run, 188 page faults and 1.5-1.9
+    ms of CPU through the import system, 125 and 0.3-0.9 ms this way."""
+    from _frozen_importlib_external import MAGIC_NUMBER  # loaded at start: no import
+
+    path = "/app/.nekro/api_caller.py"
+    code = None
+    try:
+        with open("/app/.nekro/__pycache__/api_caller.%s.pyc" % sys.implementation.cache_tag, "rb") as f:
+            data = f.read()
+    except OSError:
+        data = b""
+    if data[:4] == MAGIC_NUMBER:
+        import marshal
+
+        code = marshal.loads(memoryview(data)[16:])
+    else:
+        with open(path, "rb") as f:
+            code = compile(f.read(), path, "exec", dont_inherit=True)
+    m = type(sys)("api_caller")
+    m.__file__ = path
+    sys.modules["api_caller"] = m
+    exec(code, m.__dict__)
+    return m
+
+
 def _short_traceback(exc, src, filename):
     """The traceback of the AI's own code only: frames of main.py."""
     import linecache
@@ -88,10 +118,7 @@ def _run():
     _limit()
     if site_dirs is not None and sys.flags.no_site:
         _site(site_dirs)
-    sys.path.insert(0, "/app/.nekro")
-    import api_caller
-
-    sys.path.remove("/app/.nekro")
+    api_caller = _load_stubs()
     api_caller._prepare_run()
     # Ready: wait until the host releases the run (fd 3). A warm spare waits
     # here until a run claims it; the code is in place once released.
