@@ -565,13 +565,17 @@ function setWorking() {
 }
 
 // follow reads the chat's event stream until the chat is left, and
-// reconnects (catching up on the history) when the stream drops.
+// reconnects when the stream drops. Each time the stream is subscribed it
+// catches up on what happened since the chat was read: an event published
+// between that read and the subscription (a fast turn's answer and end)
+// is on no stream.
 async function follow(gen) {
   const ctl = new AbortController();
   state.stream = ctl;
   try {
     const res = await fetch(chatPath("/events"), { headers: auth(), signal: ctl.signal });
     if (!res.ok) throw new Error("event stream: " + res.status + " " + res.statusText);
+    catchUp(gen);
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
     let buf = "";
     for (;;) {
@@ -592,12 +596,22 @@ async function follow(gen) {
   }
   if (gen !== state.gen || ctl.signal.aborted) return;
   await new Promise((r) => setTimeout(r, 2000));
-  if (gen !== state.gen) return;
-  try { // what was missed while the stream was down
-    const h = await api(chatPath("/messages?limit=" + historyPage));
-    if (gen === state.gen) h.messages.forEach((m) => showMessage(m));
-  } catch (e) { /* the next try says */ }
   if (gen === state.gen) follow(gen);
+}
+
+// catchUp reads the chat's newest messages, turns and runs again and shows
+// what the page lacks (a subscribed stream brings the rest).
+async function catchUp(gen) {
+  try {
+    const [h, t, r] = await Promise.all([api(chatPath("/messages?limit=" + historyPage)),
+      api(chatPath("/turns?limit=" + turnPage)), api(chatPath("/runs?limit=" + turnPage))]);
+    if (gen !== state.gen) return;
+    t.turns.forEach((x) => state.turns.set(x.id, x));
+    r.runs.forEach(addRun);
+    h.messages.forEach((m) => showMessage(m));
+    for (const id of state.turns.keys()) if (turnItem(id).isConnected) renderTurn(id);
+    setWorking();
+  } catch (e) { /* the stream or its next try says */ }
 }
 
 function onEvent(e) {
