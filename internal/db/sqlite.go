@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	_ "modernc.org/sqlite" // registers the "sqlite" driver (backups and tests open files with it)
 )
 
 // SQLiteOptions tunes an embedded database.
@@ -83,7 +83,7 @@ func OpenSQLite(ctx context.Context, path string, opts SQLiteOptions) (*SQLite, 
 	// The writer reads every page it changes: a cache big enough for the
 	// hot part of the file halves a write's cost (SQLite's default is 2 MiB).
 	wq.Add("_pragma", "cache_size(-65536)")
-	w, err := sql.Open("sqlite", base+"?"+wq.Encode())
+	w, err := openCaching(base + "?" + wq.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
@@ -116,7 +116,7 @@ func OpenSQLite(ctx context.Context, path string, opts SQLiteOptions) (*SQLite, 
 	// outgrows the cache (measured: 1M keys cost ~1.3x 10k keys, ~1.6x
 	// without). Only the address space is reserved.
 	rq.Add("_pragma", "mmap_size(1073741824)")
-	r, err := sql.Open("sqlite", base+"?"+rq.Encode())
+	r, err := openCaching(base + "?" + rq.Encode())
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
@@ -126,6 +126,16 @@ func OpenSQLite(ctx context.Context, path string, opts SQLiteOptions) (*SQLite, 
 	r.SetConnMaxLifetime(0)
 	r.SetConnMaxIdleTime(0)
 	return &SQLite{Path: path, Write: w, Read: r}, nil
+}
+
+// openCaching is sql.Open("sqlite", dsn) whose connections keep the
+// statements they run prepared (stmtcache.go).
+func openCaching(dsn string) (*sql.DB, error) {
+	c, err := newCachingConnector(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return sql.OpenDB(c), nil
 }
 
 // Close closes both pools.
