@@ -26,10 +26,12 @@
 import ctypes
 import json
 import os
+import select
 import signal
 import socket
 import struct
 import sys
+import time
 
 CFG = json.loads(sys.argv[1])
 CTL_FD, SECCOMP_FD, BOOT_FD = 3, 4, 6
@@ -212,9 +214,13 @@ def _isolate(req, fds):
     uid = req["uid"]
     net = req["network"]
     tmp = req["tmp"]
+    netns = req.get("_netns")  # the chat's kept network namespace, if any
     flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP
     if not net:
-        flags |= CLONE_NEWNET
+        if netns is not None:
+            _chk(libc.setns(netns, CLONE_NEWNET), "join the chat's network namespace")
+        else:
+            flags |= CLONE_NEWNET
     _chk(libc.unshare(flags), "unshare")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     # Every source is opened in the new mount namespace (a bind needs its
@@ -315,8 +321,9 @@ def _isolate(req, fds):
     _chk(libc.umount2(b".", MNT_DETACH), "detach the old root")
     os.chdir("/")
     _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    if not net:
+    if not net and netns is None:
         _lo_up()
+        _keep_netns(req)
     # The chat's uid, no capability left or to be regained.
     _chk(_prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL), "clear ambient caps")
     for cap in _BOUNDING:
@@ -335,6 +342,75 @@ def _isolate(req, fds):
     # Nothing of the template's is secret (see the head of this file).
     _prctl(PR_SET_DUMPABLE, 1)
     os.chdir("/app")
+
+
+# Network namespaces kept per chat. A fresh network namespace costs 0.6-1.3
+# ms of CPU to make and tear down (the teardown in a kernel worker, outside
+# the runs' cgroups); the runs of one chat share one, as a zygote's runs do,
+# while the chat keeps running code. It holds only lo, and a run can change
+# nothing in it (no capability): what one run of the chat leaves there is
+# at most a socket of one of its processes, which die with the run. Chats
+# never share one: the key is the chat's uid and directory. The first run
+# of a chat makes the namespace and sends it here (_keep_netns, on
+# _NETNS_CHILD, before it drops its privileges); the template keeps up to
+# _NETNS_MAX, each until it has gone _NETNS_IDLE seconds unused.
+_NETNS = {}  # key -> [fd, last use (monotonic)]
+_NETNS_MAX = 256
+_NETNS_IDLE = 300.0
+_NETNS_PARENT, _NETNS_CHILD = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+
+
+def _netns_key(req):
+    return json.dumps([req["uid"], req["shared"]])
+
+
+def _keep_netns(req):
+    """Sends this run's new network namespace to the template for the
+    chat's next runs (best effort: a run that cannot still runs)."""
+    try:
+        fd = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            socket.send_fds(_NETNS_CHILD, [_netns_key(req).encode()], [fd])
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def _netns_received():
+    """Keeps a network namespace a run sent (_keep_netns)."""
+    try:
+        msg, fds, _flags, _addr = socket.recv_fds(_NETNS_PARENT, 1 << 12, 1, socket.MSG_DONTWAIT)
+    except (BlockingIOError, InterruptedError):
+        return
+    for fd in fds[1:]:
+        os.close(fd)
+    if not fds:
+        return
+    key = msg.decode(errors="replace")
+    if key in _NETNS:
+        os.close(fds[0])  # two first runs at once: the first one kept serves
+        return
+    _NETNS[key] = [fds[0], time.monotonic()]
+
+
+def _netns_for(req):
+    """The kept network namespace of req's chat (a descriptor the run's
+    child inherits), or None; forgets those unused too long, and the
+    least recently used past the bound."""
+    now = time.monotonic()
+    for k in [k for k, v in _NETNS.items() if now - v[1] > _NETNS_IDLE]:
+        os.close(_NETNS.pop(k)[0])
+    while len(_NETNS) > _NETNS_MAX:
+        k = min(_NETNS, key=lambda k: _NETNS[k][1])
+        os.close(_NETNS.pop(k)[0])
+    if req.get("network"):
+        return None
+    e = _NETNS.get(_netns_key(req))
+    if e is None:
+        return None
+    e[1] = now
+    return e[0]
 
 
 def _system_exit_code(e):
@@ -365,6 +441,7 @@ def _child(box):
         out, release, ready, conn = fds[nfiles:nfiles + 4]
         os.setsid()
         _isolate(req, fds)
+        _NETNS_CHILD.detach()  # its descriptor is closed below with the template's others
         # boot.py's descriptors: 3 release, 4 ready, 5 the RPC connection;
         # stdout and stderr the output pipe, stdin /dev/null.
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100) for fd in (out, release, ready, conn)]
@@ -456,7 +533,8 @@ def _serve(ctl, own_pid_ns, msg, fds):
     try:
         req = json.loads(msg)
         reply = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, fds[0])
-    except (ValueError, OSError, IndexError):
+        req["_netns"] = _netns_for(req)
+    except (ValueError, OSError, IndexError, KeyError, TypeError):
         for fd in fds:
             os.close(fd)
         return None
@@ -470,6 +548,7 @@ def _serve(ctl, own_pid_ns, msg, fds):
             try:
                 ctl.close()
                 reply.close()
+                _NETNS_PARENT.close()
                 for s in _RUNS.values():  # other runs' sockets
                     s.close()
                 _RUNS.clear()
@@ -521,6 +600,14 @@ def main():
     ctl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, CTL_FD)
     ctl.sendall(b'{"ready": true}')
     while True:
+        try:
+            ready, _, _ = select.select([ctl, _NETNS_PARENT], [], [])
+        except InterruptedError:
+            continue
+        if _NETNS_PARENT in ready:
+            _netns_received()
+        if ctl not in ready:
+            continue
         msg, fds, _flags, _addr = socket.recv_fds(ctl, 1 << 16, 64)
         if not msg:
             os._exit(0)  # the host closed the control socket

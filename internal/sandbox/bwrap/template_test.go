@@ -453,3 +453,75 @@ func TestTemplateRunsUseCompiledStubs(t *testing.T) {
 		t.Errorf("the traceback lacks the stubs' line:\n%s", o.Output)
 	}
 }
+
+// The runs of one chat share a network namespace the template keeps (a
+// run's listener is reachable from the chat's other runs, as in a
+// zygote's); another chat's runs have their own and reach nothing of it.
+func TestTemplateKeepsAChatsNetworkNamespace(t *testing.T) {
+	uid := templateUIDs.First + 12
+	r, data := templateRunner(t, uid)
+	a := templateSpec(t, data, uid)
+	b := templateSpec(t, data, uid+1)
+	for _, d := range []string{"sandboxes", "uploads"} {
+		dir := filepath.Join(data, d, "c2")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		os.Chown(dir, uid+1, uid+1)
+	}
+	b.SharedDir, b.UploadsDir = filepath.Join(data, "sandboxes", "c2"), filepath.Join(data, "uploads", "c2")
+	b.Files["chat_key"] = []byte("c2")
+
+	nsOf := func(spec sandbox.Spec) string {
+		t.Helper()
+		o := runTemplate(t, r, spec, "import os\nprint(os.readlink('/proc/self/ns/net'))\n")
+		return strings.TrimSpace(o.Output)
+	}
+	// The first run's namespace reaches the template while that run
+	// starts: a later run gets it.
+	prev := nsOf(a)
+	for deadline := time.Now().Add(time.Minute); ; {
+		ns := nsOf(a)
+		if ns == prev {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the chat's runs never shared a network namespace: %s, then %s", prev, ns)
+		}
+		prev = ns
+	}
+	if other := nsOf(b); other == prev {
+		t.Fatalf("two chats share the network namespace %s", other)
+	}
+
+	// A listener of chat c1: its next run connects, chat c2's run cannot.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := filepath.Join(data, "sandboxes", "c1", "listening")
+	p, err := r.Start(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	listen := "import socket, time\ns = socket.socket()\ns.bind(('127.0.0.1', 40123))\ns.listen()\n" +
+		"open('/app/shared/listening', 'w').close()\nc, _ = s.accept()\nc.sendall(b'same chat')\ntime.sleep(30)\n"
+	if err := p.Release(ctx, []byte(listen)); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(out); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			o, _ := p.Wait(ctx, time.Second)
+			t.Fatalf("the listener never listened: %+v", o)
+		}
+	}
+	dial := "import socket\ntry:\n    c = socket.create_connection(('127.0.0.1', 40123), timeout=5)\n    print(c.recv(100).decode())\nexcept OSError as e:\n    print('refused', e.errno)\n"
+	if o := runTemplate(t, r, b, dial); !strings.HasPrefix(o.Output, "refused") {
+		t.Errorf("another chat reached the chat's listener: %+v", o)
+	}
+	if o := runTemplate(t, r, a, dial); o.Output != "same chat\n" {
+		t.Errorf("the chat's next run did not reach its listener: %+v", o)
+	}
+}
