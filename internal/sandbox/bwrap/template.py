@@ -350,7 +350,9 @@ def _isolate(req, fds):
 # while the chat keeps running code. It holds only lo, and a run can change
 # nothing in it (no capability): what one run of the chat leaves there is
 # at most a socket of one of its processes, which die with the run. Chats
-# never share one: the key is the chat's uid and directory. The first run
+# never share one: the key is the chat's uid, which no other chat has (and
+# which is all a run learns of the other chats from the template's memory:
+# no key, no path). The first run
 # of a chat makes the namespace and sends it here (_keep_netns, on
 # _NETNS_CHILD, before it drops its privileges); the template keeps up to
 # _NETNS_MAX, each until it has gone _NETNS_IDLE seconds unused.
@@ -361,7 +363,7 @@ _NETNS_PARENT, _NETNS_CHILD = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQP
 
 
 def _netns_key(req):
-    return json.dumps([req["uid"], req["shared"]])
+    return str(int(req["uid"]))
 
 
 def _keep_netns(req):
