@@ -67,6 +67,12 @@ type LoadPass struct {
 	CPU, Settled time.Duration
 	First, Rest  stats.Stats // post-to-answer of each chat's first message, and of the others
 	All          stats.Stats
+	// The stages of post-to-answer, over all messages: the POST until it
+	// answered; from the POST until a turn claimed the message (its event
+	// "turn running" arrived: the wait for a turn slot); from then until
+	// the answer (the turn itself, in its stages shared with the turns
+	// running at the same time).
+	Post, Claim, Turn stats.Stats
 	Lost, Twice  int
 	PeakProcs    int
 	PeakPSS      int64
@@ -247,7 +253,7 @@ func loadPass(ctx context.Context, c *loadClient, smp *sampler, opt LoadOptions,
 	start := time.Now()
 
 	var mu sync.Mutex
-	var first, rest []time.Duration
+	var first, rest, posts, claims, turns []time.Duration
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, opt.Concurrency)
 	errc := make(chan error, opt.Chats)
@@ -262,8 +268,14 @@ func loadPass(ctx context.Context, c *loadClient, smp *sampler, opt LoadOptions,
 				return
 			}
 			mu.Lock()
-			first = append(first, lat[0])
-			rest = append(rest, lat[1:]...)
+			for j, l := range lat {
+				if j == 0 {
+					first = append(first, l.answer)
+				} else {
+					rest = append(rest, l.answer)
+				}
+				posts, claims, turns = append(posts, l.post), append(claims, l.claim), append(turns, l.answer-l.claim)
+			}
 			mu.Unlock()
 		})
 	}
@@ -279,6 +291,7 @@ func loadPass(ctx context.Context, c *loadClient, smp *sampler, opt LoadOptions,
 	pass.CPU = after.CPU - before.CPU - excluded
 	pass.First, pass.Rest = stats.Summarize(first), stats.Summarize(rest)
 	pass.All = stats.Summarize(append(append([]time.Duration{}, first...), rest...))
+	pass.Post, pass.Claim, pass.Turn = stats.Summarize(posts), stats.Summarize(claims), stats.Summarize(turns)
 	pass.PeakProcs, pass.PeakPSS = max(smp.peakProcs, after.Procs), max(smp.peakPSS, after.PSS)
 	pass.EndProcs, pass.EndPSS = after.Procs, after.PSS
 	pass.Settled = pass.CPU + settle(smp.cg, after.CPU)
@@ -366,6 +379,8 @@ func report(w io.Writer, cfg app.Config, opt LoadOptions, res *LoadResult) {
 			float64(p.Turns)/p.Wall.Seconds())
 		fmt.Fprintf(w, "    post-to-answer: p50 %s p99 %s (first message of a chat: p50 %s p99 %s; later: p50 %s p99 %s)\n",
 			msf(p.All.P50), msf(p.All.P99), msf(p.First.P50), msf(p.First.P99), msf(p.Rest.P50), msf(p.Rest.P99))
+		fmt.Fprintf(w, "      its stages: the POST p50 %s p99 %s; until a turn claimed the message p50 %s p99 %s; the turn p50 %s p99 %s\n",
+			msf(p.Post.P50), msf(p.Post.P99), msf(p.Claim.P50), msf(p.Claim.P99), msf(p.Turn.P50), msf(p.Turn.P99))
 		settled := p.Settled / time.Duration(max(1, p.Turns))
 		fmt.Fprintf(w, "    CPU per turn (nekro and its children): %s, %s of a bare interpreter's start; %s once the tree went quiet (%s)\n",
 			msf(perTurn), stats.Ratio(perTurn, res.BareCPU.P50), msf(settled), stats.Ratio(settled, res.BareCPU.P50))
@@ -548,10 +563,17 @@ func (c *loadClient) do(ctx context.Context, method, path string, body any) (*ht
 	return c.http.Do(req)
 }
 
+// messageTimes is one message's times from just before its POST: until
+// the POST answered, until the turn that claimed it said it runs, and
+// until the assistant's message naming it arrived.
+type messageTimes struct {
+	post, claim, answer time.Duration
+}
+
 // drive posts the chat's messages one at a time, each once the previous
-// turn finished, and returns each one's post-to-answer time: until the
-// assistant's message naming it arrives on the chat's event stream.
-func (c *loadClient) drive(ctx context.Context, key string, messages int) ([]time.Duration, error) {
+// turn finished, and returns each one's times: post-to-answer is until
+// the assistant's message naming it arrives on the chat's event stream.
+func (c *loadClient) drive(ctx context.Context, key string, messages int) ([]messageTimes, error) {
 	resp, err := c.do(ctx, "GET", "/api/chats/"+key+"/events", nil)
 	if err != nil {
 		return nil, err
@@ -587,13 +609,14 @@ func (c *loadClient) drive(ctx context.Context, key string, messages int) ([]tim
 		}
 		errc <- fmt.Errorf("event stream ended: %v", sc.Err())
 	}()
-	var lat []time.Duration
+	var lat []messageTimes
 	for j := range messages {
 		start := time.Now()
 		id, err := c.post(ctx, key, fmt.Sprintf("message %d", j))
 		if err != nil {
 			return nil, err
 		}
+		t := messageTimes{post: time.Since(start)}
 		want := "#" + strconv.FormatInt(id, 10)
 		answered, finished := false, false
 		timeout := time.After(5 * time.Minute)
@@ -604,7 +627,18 @@ func (c *loadClient) drive(ctx context.Context, key string, messages int) ([]tim
 				case ev.Type == chat.EventMessage && ev.Message != nil && ev.Message.Role == chat.Assistant:
 					if !answered && slices.Contains(strings.Split(strings.TrimPrefix(ev.Message.Text, "answered: "), ", "), want) {
 						answered = true
-						lat = append(lat, time.Since(start))
+						t.answer = time.Since(start)
+						if t.claim == 0 { // the turn began before the POST answered
+							t.claim = t.post
+						}
+						lat = append(lat, t)
+					}
+				case ev.Type == chat.EventTurn && ev.Turn != nil && ev.Turn.Status == chat.TurnRunning:
+					// The first turn that starts after the POST claims
+					// the message: one turn runs per chat at a time, and
+					// the previous one had finished.
+					if t.claim == 0 {
+						t.claim = time.Since(start)
 					}
 				case ev.Type == chat.EventTurn && ev.Turn != nil && ev.Turn.Status != chat.TurnRunning:
 					if ev.Turn.Status != chat.TurnDone {

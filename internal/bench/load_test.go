@@ -46,10 +46,16 @@ func TestLoadSmall(t *testing.T) {
 	if p.CPU <= 0 || p.Settled < p.CPU || p.PeakPSS <= 0 || p.PeakProcs <= 0 || res.BareCPU.N < 10 {
 		t.Fatalf("figures %+v, baseline %+v", p, res.BareCPU)
 	}
+	// Each message's stages: its POST, then its turn's start, then its
+	// answer, all in the same post-to-answer time.
+	if p.Post.N != 9 || p.Claim.N != 9 || p.Turn.N != 9 || p.Post.P50 <= 0 || p.Turn.P50 <= 0 ||
+		p.Claim.Max < p.Post.Max || p.Claim.Max > p.All.Max || p.Turn.Max > p.All.Max {
+		t.Fatalf("stages: post %+v, claim %+v, turn %+v, post-to-answer %+v", p.Post, p.Claim, p.Turn, p.All)
+	}
 	if res.FirstRun.N == 0 || res.FirstRun.N != res.FirstBare.N || res.FirstRun.P50 <= 0 {
 		t.Fatalf("first runs %+v against bare %+v", res.FirstRun, res.FirstBare)
 	}
-	for _, want := range []string{"turns/s", "p99", "CPU per turn", "peak PSS", "processes peak", "lost: 0, answered twice: 0", "a new chat's first run"} {
+	for _, want := range []string{"turns/s", "p99", "CPU per turn", "peak PSS", "processes peak", "lost: 0, answered twice: 0", "a new chat's first run", "until a turn claimed the message"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("report lacks %q:\n%s", want, out.String())
 		}

@@ -25,7 +25,8 @@ model whose every reply is one send_msg_text, then drive --chats chats
 through the HTTP API and the events stream like clients: each posts a
 message, waits for its answer and its turn's end, and posts the next, up
 to --messages. It prints turns/s, post-to-answer p50/p99 (a chat's first
-message apart from the others), CPU per turn of nekro and every process
+message apart from the others, and split into the POST, the wait until a
+turn claims the message, and the turn), CPU per turn of nekro and every process
 below it, peak PSS of that tree, and process counts, against a bare
 'python3 -c pass' timed before, during and after the load, and checks
 that no message was lost or answered twice.
