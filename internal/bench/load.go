@@ -73,11 +73,11 @@ type LoadPass struct {
 	// the answer (the turn itself, in its stages shared with the turns
 	// running at the same time).
 	Post, Claim, Turn stats.Stats
-	Lost, Twice  int
-	PeakProcs    int
-	PeakPSS      int64
-	EndProcs     int
-	EndPSS       int64
+	Lost, Twice       int
+	PeakProcs         int
+	PeakPSS           int64
+	EndProcs          int
+	EndPSS            int64
 	// Volumes mounted by nekro and the loop devices bound to them at the
 	// end of the pass.
 	EndVolumes, EndLoops int
