@@ -128,26 +128,29 @@ type UIDs interface {
 
 // Runtime is an open nekro instance.
 type Runtime struct {
-	cfg       Config
-	layout    files.Layout
-	runner    sandbox.Runner
-	log       *slog.Logger
-	runSlots  chan struct{}
-	runsDir   string   // this process's run directories (Docker)
-	spares    *spares  // nil unless Config.WarmSpares
-	janitor   *janitor // nil unless Config.SharedIdle
-	uids      UIDs     // nil when sandboxes run as nekro's own uid
-	provision *provisioner
-	bg        sync.WaitGroup
-	closeOnce sync.Once
-	stubs     sync.Map // method set -> api_caller.py (apiCaller)
-	pkgOnce   sync.Once
-	pkgs      []sandbox.Package // the sandbox's well-known packages (Packages)
-	pkgErr    error
-	pip       *pluginhost.MethodInfo // the host's side of pip install (sandbox.PipMethod)
-	pipLocks  sync.Map               // chat key -> *sync.Mutex: one install at a time per chat
-	layerMu   sync.Mutex             // serialises trustPackageLayer's first look at a chat's layer
-	layers    sync.Map               // container key -> struct{}: layers known to be the installer's alone
+	cfg      Config
+	layout   files.Layout
+	runner   sandbox.Runner
+	log      *slog.Logger
+	runSlots chan struct{}
+	// startSlots bounds the warm sandboxes starting at once (Prewarm);
+	// the others wait their turn in order (spares.go).
+	startSlots chan struct{}
+	runsDir    string   // this process's run directories (Docker)
+	spares     *spares  // nil unless Config.WarmSpares
+	janitor    *janitor // nil unless Config.SharedIdle
+	uids       UIDs     // nil when sandboxes run as nekro's own uid
+	provision  *provisioner
+	bg         sync.WaitGroup
+	closeOnce  sync.Once
+	stubs      sync.Map // method set -> api_caller.py (apiCaller)
+	pkgOnce    sync.Once
+	pkgs       []sandbox.Package // the sandbox's well-known packages (Packages)
+	pkgErr     error
+	pip        *pluginhost.MethodInfo // the host's side of pip install (sandbox.PipMethod)
+	pipLocks   sync.Map               // chat key -> *sync.Mutex: one install at a time per chat
+	layerMu    sync.Mutex             // serialises trustPackageLayer's first look at a chat's layer
+	layers     sync.Map               // container key -> struct{}: layers known to be the installer's alone
 }
 
 // Open prepares the data directory and the sandbox backend.
@@ -183,7 +186,8 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := &Runtime{cfg: cfg, layout: layout, log: cfg.Log, runSlots: make(chan struct{}, cfg.MaxConcurrentRuns)}
+	rt := &Runtime{cfg: cfg, layout: layout, log: cfg.Log, runSlots: make(chan struct{}, cfg.MaxConcurrentRuns),
+		startSlots: make(chan struct{}, concurrentStarts())}
 	rt.pip = rt.newPipMethod()
 	rt.runner, rt.uids = cfg.Runner, cfg.UIDs
 	if s, ok := rt.runner.(sandbox.Sweeper); ok {

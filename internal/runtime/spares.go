@@ -6,6 +6,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +28,18 @@ func (rt *Runtime) spawnSpare(chatKey string, limits sandbox.Limits, methods []*
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), spareStartTimeout)
 	defer cancel()
+	// In order, a few at a time: the starts are work for the CPU (a new
+	// chat's volumes, the sandbox's fork and isolation), and 64 turns'
+	// starting all at once shared the cores and finished all late, where
+	// in order the first are ready first.
+	select {
+	case rt.startSlots <- struct{}{}:
+		defer func() { <-rt.startSlots }()
+	case <-ctx.Done():
+		rt.spares.unreserve(key)
+		rt.log.Warn("cannot start a warm sandbox", "chat", chatKey, "err", ctx.Err())
+		return
+	}
 	pr, err := rt.prepare(ctx, chatKey, limits, methods, true)
 	if err == nil {
 		if p, ok := pr.proc.(sandbox.Preparer); ok {
@@ -42,6 +55,10 @@ func (rt *Runtime) spawnSpare(chatKey string, limits sandbox.Limits, methods []*
 	}
 	rt.spares.put(key, pr)
 }
+
+// concurrentStarts is how many warm sandboxes start at once: two per core,
+// so that one waiting on the disk leaves its core to another.
+func concurrentStarts() int { return 2 * goruntime.NumCPU() }
 
 // Prewarm starts a sandbox for chatKey's next run, with the limits and
 // methods that run will have, unless one is already waiting or starting.

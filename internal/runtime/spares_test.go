@@ -2,9 +2,11 @@ package runtime_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -190,5 +192,36 @@ func TestActiveChatKeepsASpareAfterPrewarmedRuns(t *testing.T) {
 			t.Fatalf("%d spares waiting after the active chat's third prewarmed run, want 1", rt.WarmSpares())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// More chats prewarm at once than sandboxes start at once (two per core):
+// the others wait their turn, and every chat gets its sandbox and runs in
+// it.
+func TestManyPrewarmsAllStartInTurn(t *testing.T) {
+	rt, err := openRuntime(t, app.Config{DataDir: testutil.DataDir(t), Host: host.Config{Plugins: []*plugin.Plugin{testPlugin()}},
+		Runtime: runtime.Config{WarmSpares: true, Limits: sandbox.Limits{Timeout: 20 * time.Second}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := min(2*goruntime.NumCPU()+3, 12)
+	for i := range n {
+		rt.host.Prewarm(fmt.Sprintf("many-%d", i), sandbox.Limits{}, nil)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for rt.WarmSpares() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d prewarmed sandboxes started", rt.WarmSpares(), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for i := range n {
+		res, err := rt.Exec(context.Background(), runtime.ExecRequest{ChatKey: fmt.Sprintf("many-%d", i), Code: "print('ran')", Prewarmed: true})
+		if err != nil || strings.TrimSpace(res.Output) != "ran" {
+			t.Fatalf("chat %d: %v %+v", i, err, res)
+		}
+	}
+	if s := rt.WarmSpares(); s != 0 {
+		t.Errorf("%d spares left after every prewarmed run", s)
 	}
 }
