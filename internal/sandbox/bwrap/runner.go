@@ -637,6 +637,11 @@ func (p *process) Release(ctx context.Context, code []byte) error {
 	return nil
 }
 
+// groupRemoval is how long a run's cgroup is waited for (and its
+// processes killed again) before the next start's sweep is left to remove
+// it.
+const groupRemoval = 30 * time.Second
+
 // removeGroup removes the run's group once its processes are gone, off
 // the caller's path; the runner's Close waits for it.
 func (p *process) removeGroup() {
@@ -644,18 +649,7 @@ func (p *process) removeGroup() {
 		return
 	}
 	p.removeOnce.Do(func() {
-		p.removing.Go(func() {
-			// The group goes once its last process has exited; on a busy
-			// host, processes the OOM killer or Kill hit can take seconds.
-			deadline := time.Now().Add(30 * time.Second)
-			for wait := 10 * time.Millisecond; p.group.Remove() != nil; wait = min(2*wait, 500*time.Millisecond) {
-				if time.Now().After(deadline) {
-					return // the sweep at the next start removes it
-				}
-				p.group.KillAll()
-				time.Sleep(wait)
-			}
-		})
+		p.removing.Go(func() { p.group.RemoveWhenEmpty(groupRemoval) })
 	})
 }
 

@@ -598,16 +598,7 @@ func (p *tproc) removeGroup() {
 	}
 	p.removeOnce.Do(func() {
 		g := p.group
-		p.r.removing.Go(func() {
-			deadline := time.Now().Add(30 * time.Second)
-			for wait := 10 * time.Millisecond; g.Remove() != nil; wait = min(2*wait, 500*time.Millisecond) {
-				if time.Now().After(deadline) {
-					return
-				}
-				g.KillAll()
-				time.Sleep(wait)
-			}
-		})
+		p.r.removing.Go(func() { g.RemoveWhenEmpty(groupRemoval) })
 	})
 }
 

@@ -934,16 +934,7 @@ func (p *zproc) removeGroup() {
 	}
 	g := p.group
 	p.group = nil
-	p.r.removing.Go(func() {
-		deadline := time.Now().Add(30 * time.Second)
-		for wait := 10 * time.Millisecond; g.Remove() != nil; wait = min(2*wait, 500*time.Millisecond) {
-			if time.Now().After(deadline) {
-				return
-			}
-			g.KillAll()
-			time.Sleep(wait)
-		}
-	})
+	p.r.removing.Go(func() { g.RemoveWhenEmpty(groupRemoval) })
 }
 
 // Wait waits for the report of the run's exit, killing the run

@@ -174,6 +174,23 @@ func (g *Group) KillAll() {
 	}
 }
 
+// RemoveWhenEmpty deletes the group once its processes are gone, killing
+// any still in it and trying again with a growing pause (10 ms to 0.5 s),
+// for at most within: on a busy host, processes the OOM killer or a kill
+// hit can take seconds to exit. It blocks; callers run it off their path.
+// A group still there at the end is left to the next start's sweep.
+func (g *Group) RemoveWhenEmpty(within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		err := g.Remove()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		g.KillAll()
+		time.Sleep(wait)
+	}
+}
+
 // Remove deletes the group; its processes must have exited.
 func (g *Group) Remove() error {
 	var errs []error
