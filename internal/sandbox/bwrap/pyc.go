@@ -156,11 +156,17 @@ func (r *Runner) compilePyc(name string, src []byte) (*pycEntry, error) {
 // runner has compiled (and starts compiling those it has not): files
 // itself when there is none, or when CompileRunFiles is off.
 func (r *Runner) withPyc(files map[string][]byte) map[string][]byte {
+	return r.withPycOf(files, pycFiles)
+}
+
+// withPycOf is withPyc for the run files of names (as pycFiles: whether
+// each is a script).
+func (r *Runner) withPycOf(files map[string][]byte, names map[string]bool) map[string][]byte {
 	if !r.CompileRunFiles {
 		return files
 	}
 	var out map[string][]byte
-	for name, script := range pycFiles {
+	for name, script := range names {
 		src, ok := files[name]
 		if !ok {
 			continue

@@ -309,10 +309,9 @@ func (r *Runner) fromTemplate(ctx context.Context, spec sandbox.Spec) (p sandbox
 		return nil, true, fmt.Errorf("start sandbox: %w", err)
 	}
 	// The stubs' byte code, as a fresh sandbox gets it: without it every
-	// run compiles api_caller.py (3-5 ms of CPU). boot.py's is of no use
-	// here: the template has boot.py's functions loaded.
-	spec.Files = r.withPyc(spec.Files)
-	delete(spec.Files, "boot.pyc")
+	// run compiles api_caller.py (3-5 ms of CPU). Not boot.py's: the
+	// template has boot.py's functions loaded.
+	spec.Files = r.withPycOf(spec.Files, templatePycFiles)
 	for try := 0; ; try++ {
 		t := r.templateFor(spec.Files["boot.py"])
 		if t == nil {
@@ -333,6 +332,10 @@ func (r *Runner) fromTemplate(ctx context.Context, spec sandbox.Spec) (p sandbox
 		return p, true, err
 	}
 }
+
+// templatePycFiles are the run files whose byte code a template's run
+// gets (see pycFiles).
+var templatePycFiles = map[string]bool{"api_caller.py": false}
 
 // errTemplateGone says the template could not be asked for a run: it has
 // ended.
