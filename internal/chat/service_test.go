@@ -216,14 +216,20 @@ func TestTurnsRunsResetAndRecovery(t *testing.T) {
 		}
 		// A second turn is left running, as a crashed host leaves it: its
 		// lease runs out, and a restarted host ends it and hands its
-		// message back.
-		s.SetLeaseTTL(100 * time.Millisecond)
+		// message back. While its lease (the default, 10 s) runs, it is
+		// not recovered; then its last renewal is a short one, as if its
+		// host died right after it (a 100 ms lease from the claim itself
+		// ran out on a busy machine before the first look).
 		again, _ := s.AddMessage(ctx, userMsg("r", "again"))
 		stale, _, _ := s.ClaimTurn(ctx, "r")
 
 		s2 := reopen()
 		if rec, err := s2.RecoverExpired(ctx); err != nil || len(rec) != 0 {
 			t.Fatalf("a live lease was recovered: %+v %v", rec, err)
+		}
+		s.SetLeaseTTL(100 * time.Millisecond)
+		if renewed, err := s.RenewLeases(ctx, []int64{stale.ID}); err != nil || len(renewed) != 1 {
+			t.Fatalf("renew the stale turn's lease: %v %v", renewed, err)
 		}
 		var rec []chat.Recovered
 		for deadline := time.Now().Add(30 * time.Second); len(rec) == 0; time.Sleep(50 * time.Millisecond) {
