@@ -296,6 +296,56 @@ func TestVolumeQuotaChangesApplyToAnExistingVolume(t *testing.T) {
 	}
 }
 
+// A new volume costs the host's disk little (the empty filesystem's
+// metadata, copied from the template; no lost+found), and a quota raised
+// past what a mounted volume can grow to online (64 times its size:
+// mkfs's reserve for more is what made a new image 656 KiB) is said, and
+// applies when the volume is next mounted.
+func TestVolumeIsSmallAndGrowsPastItsOnlineRoomWhenMountedAgain(t *testing.T) {
+	need(t)
+	base := t.TempDir()
+	img, dir := filepath.Join(base, "v.img"), filepath.Join(base, "v")
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	spec := func(mib int64) volume.Spec { return volume.Spec{Bytes: mib << 20, UID: -1, Mode: 0o700, Log: log} }
+
+	big := filepath.Join(base, "big.img")
+	v := acquire(t, big, filepath.Join(base, "big"), volume.Spec{Bytes: 1 << 30, Inodes: 100000, UID: -1, Mode: 0o700, Log: log})
+	var st syscall.Stat_t
+	if err := syscall.Stat(big, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Blocks*512 > 256<<10 {
+		t.Errorf("a new 1 GiB volume takes %d KiB of the host's disk, want at most 256", st.Blocks*512>>10)
+	}
+	if ents, err := os.ReadDir(filepath.Join(base, "big")); err != nil || len(ents) != 0 {
+		t.Errorf("a new volume holds %v (%v)", ents, err)
+	}
+	v.Release()
+
+	v = acquire(t, img, dir, spec(8))
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("kept"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v2 := acquire(t, img, dir, spec(1024)) // 128 times: past the online room
+	if u, err := v2.Usage(); err != nil || u.BytesLimit > 8<<20 {
+		t.Errorf("grown online past its room to %d bytes (%v)", u.BytesLimit, err)
+	}
+	if !strings.Contains(logs.String(), "grows when it is next mounted") {
+		t.Errorf("no log of the grow put off: %s", logs.String())
+	}
+	v2.Release()
+	v.Release()
+	v = acquire(t, img, dir, spec(1024))
+	if u, err := v.Usage(); err != nil || u.BytesLimit < 900<<20 {
+		t.Errorf("mounted again: %d bytes (%v), want about 1 GiB", u.BytesLimit, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "f")); err != nil || string(b) != "kept" {
+		t.Errorf("the content after the grow: %q %v", b, err)
+	}
+	v.Release()
+}
+
 // hasCapSysResource reports whether this process may resize a mounted
 // ext4 (CAP_SYS_RESOURCE, bit 24 of the effective set).
 func hasCapSysResource(t *testing.T) bool {
