@@ -75,6 +75,7 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 		lastSeen = max(lastSeen, m.ID)
 	}
 	userID := turnUser(claimed)
+	since := turnSince(turn, claimed)
 	view := a.plugins.ChatView(ctx, chatKey, userID)
 	var pluginUse modelUse // plugins' own model requests, counted with the turn's
 	defer func() {
@@ -88,7 +89,7 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 		// The reply may be code: its sandbox starts while the model
 		// writes, and the run takes it (no sandbox is started after a
 		// run for a next one that may never come).
-		a.plugins.Prewarm(chatKey, a.cfg.Limits, view.Methods)
+		a.plugins.Prewarm(chatKey, a.cfg.Limits, view.Methods, since)
 		comp, err := a.router.Route(ctx, "", msgs)
 		turn.Requests++
 		if comp.Group != "" {
@@ -119,7 +120,7 @@ func (a *Agent) runTurn(ctx context.Context, turn *chat.Turn, claimed []chat.Mes
 		execStart := time.Now()
 		snd := a.chats.Sender(chatKey, turn.ID) // a new budget for every run
 		res, err := a.plugins.Exec(ctx, runtime.ExecRequest{
-			ChatKey: chatKey, UserID: userID, Code: code, Limits: a.cfg.Limits, Prewarmed: true,
+			ChatKey: chatKey, UserID: userID, Code: code, Limits: a.cfg.Limits, Prewarmed: true, Since: since,
 			Chat: snd, Methods: view.Methods, Model: a.askModel(&pluginUse),
 			History: a.historyOf(chatKey),
 			OnResult: func(m *pluginhost.MethodInfo, result json.RawMessage) {
@@ -344,4 +345,17 @@ func (a *Agent) historyOf(chatKey string) func(ctx context.Context, limit int) (
 		}
 		return out, nil
 	}
+}
+
+// turnSince is when the work of a turn began, for the runtime's slots
+// (ExecRequest.Since): when the oldest message it answers arrived, or
+// when it started.
+func turnSince(turn *chat.Turn, claimed []chat.Message) time.Time {
+	since := turn.StartedAt
+	for _, m := range claimed {
+		if !m.Time.IsZero() && m.Time.Before(since) {
+			since = m.Time
+		}
+	}
+	return since
 }

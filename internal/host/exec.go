@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"time"
 
 	"github.com/nekro-go/nekro/internal/pluginhost"
 	"github.com/nekro-go/nekro/internal/runtime"
@@ -30,10 +31,11 @@ func (h *Host) Exec(ctx context.Context, req runtime.ExecRequest) (*runtime.Exec
 
 // Prewarm has the runtime start a sandbox for chatKey's next run
 // (runtime.Prewarm) with the methods Exec would give it: methods, or
-// every enabled plugin's when nil.
-func (h *Host) Prewarm(chatKey string, limits sandbox.Limits, methods []*pluginhost.MethodInfo) {
+// every enabled plugin's when nil; since is when the work it serves
+// began (ExecRequest.Since).
+func (h *Host) Prewarm(chatKey string, limits sandbox.Limits, methods []*pluginhost.MethodInfo, since time.Time) {
 	if methods == nil {
 		methods = h.registry.Methods()
 	}
-	h.rt.Prewarm(chatKey, limits, methods)
+	h.rt.Prewarm(chatKey, limits, methods, since)
 }

@@ -54,6 +54,11 @@ type ExecRequest struct {
 	// spare is started after it unless its chat is active (runs in a
 	// row: activeAfter).
 	Prewarmed bool
+	// Since is when the work this run serves began: for a turn, when its
+	// oldest message arrived. Runs waiting for a slot (and the warm
+	// sandbox starts Prewarm is given it for) are served oldest first,
+	// so a burst of younger work does not pass it. Zero: now.
+	Since time.Time
 }
 
 // Plugins is what a run's calls are checked against while it runs: the
@@ -116,20 +121,18 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 			return nil, err
 		}
 	}
-	select {
-	case rt.runSlots <- struct{}{}:
-		defer func() { <-rt.runSlots }()
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for a free sandbox slot: %w", ctx.Err())
-	}
-
 	limits := rt.limits(req.Limits)
+	methods := req.Methods
 	if rt.janitor != nil {
 		dir := filepath.Base(rt.layout.SharedDir(files.ContainerKey(req.ChatKey)))
 		rt.janitor.begin(dir, req.ChatKey)
 		defer rt.janitor.end(dir)
 	}
-	methods := req.Methods
+	// The chat's warm sandbox is taken before a run slot: one still
+	// starting (a prewarmed new chat's, waiting for a start slot) is
+	// waited for without holding a slot that a ready run could use. A
+	// started sandbox takes no more memory in the caller's hands than in
+	// the pool.
 	var pr *preparedRun
 	if rt.spares != nil {
 		pr = rt.spares.take(ctx, spareKey(req.ChatKey, limits, methods))
@@ -140,6 +143,10 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 			pr.discard()
 		}
 	}()
+	if err := rt.runSlots.acquire(ctx, req.Since); err != nil {
+		return nil, fmt.Errorf("waiting for a free sandbox slot: %w", err)
+	}
+	defer rt.runSlots.release()
 	if rt.spares != nil && (rt.spares.ran(req.ChatKey, time.Now()) || !req.Prewarmed) {
 		// The next run in this chat finds a sandbox already started,
 		// started spareDelay after this one's result is returned; a run
@@ -147,11 +154,12 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 		// (spares.ran).
 		defer rt.bg.Go(func() {
 			time.Sleep(spareDelay)
-			rt.spawnSpare(req.ChatKey, limits, methods)
+			rt.spawnSpare(req.ChatKey, limits, methods, time.Time{})
 		})
 	}
 	for {
 		if pr == nil {
+			rt.coldRuns.Add(1)
 			var err error
 			if pr, err = rt.prepare(ctx, req.ChatKey, limits, methods, false); err != nil {
 				return nil, err

@@ -9,3 +9,6 @@ func SetVolumeGrace(rt *Runtime, d time.Duration) {
 	defer rt.provision.mu.Unlock()
 	rt.provision.grace = d
 }
+
+// ColdRuns is how many runs started their own sandbox, finding none warm.
+func ColdRuns(rt *Runtime) int64 { return rt.coldRuns.Load() }

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -132,10 +133,14 @@ type Runtime struct {
 	layout   files.Layout
 	runner   sandbox.Runner
 	log      *slog.Logger
-	runSlots chan struct{}
-	// startSlots bounds the warm sandboxes starting at once (Prewarm);
-	// the others wait their turn in order (spares.go).
-	startSlots chan struct{}
+	runSlots *slotPool
+	// runSlots bounds the sandbox runs at once, startSlots the warm
+	// sandboxes starting at once (Prewarm); the others wait, the oldest
+	// work first (slots.go).
+	startSlots *slotPool
+	// coldRuns counts the runs that started their sandbox themselves,
+	// finding none warm.
+	coldRuns atomic.Int64
 	runsDir    string   // this process's run directories (Docker)
 	spares     *spares  // nil unless Config.WarmSpares
 	janitor    *janitor // nil unless Config.SharedIdle
@@ -186,8 +191,8 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := &Runtime{cfg: cfg, layout: layout, log: cfg.Log, runSlots: make(chan struct{}, cfg.MaxConcurrentRuns),
-		startSlots: make(chan struct{}, concurrentStarts())}
+	rt := &Runtime{cfg: cfg, layout: layout, log: cfg.Log, runSlots: newSlotPool(cfg.MaxConcurrentRuns),
+		startSlots: newSlotPool(concurrentStarts())}
 	rt.pip = rt.newPipMethod()
 	rt.runner, rt.uids = cfg.Runner, cfg.UIDs
 	if s, ok := rt.runner.(sandbox.Sweeper); ok {

@@ -20,26 +20,31 @@ import (
 // (far above the ~20 ms it takes; a host that slow gets no spare).
 const spareStartTimeout = 30 * time.Second
 
-// spawnSpare starts a sandbox for chatKey's next run.
-func (rt *Runtime) spawnSpare(chatKey string, limits sandbox.Limits, methods []*pluginhost.MethodInfo) {
+// spawnSpare starts a sandbox for chatKey's next run, when the pool has
+// room. since is when the work it is for began (zero: now), as in
+// ExecRequest.Since.
+func (rt *Runtime) spawnSpare(chatKey string, limits sandbox.Limits, methods []*pluginhost.MethodInfo, since time.Time) {
 	key := spareKey(chatKey, limits, methods)
-	if !rt.spares.reserve(key) {
+	if !rt.spares.reserve(key, false) {
 		return
 	}
+	rt.startReserved(key, chatKey, limits, methods, since)
+}
+
+// startReserved starts the spare reserve held a place for.
+func (rt *Runtime) startReserved(key, chatKey string, limits sandbox.Limits, methods []*pluginhost.MethodInfo, since time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), spareStartTimeout)
 	defer cancel()
-	// In order, a few at a time: the starts are work for the CPU (a new
+	// A few at a time, the oldest work first: the starts are work for the CPU (a new
 	// chat's volumes, the sandbox's fork and isolation), and 64 turns'
 	// starting all at once shared the cores and finished all late, where
 	// in order the first are ready first.
-	select {
-	case rt.startSlots <- struct{}{}:
-		defer func() { <-rt.startSlots }()
-	case <-ctx.Done():
+	if err := rt.startSlots.acquire(ctx, since); err != nil {
 		rt.spares.unreserve(key)
-		rt.log.Warn("cannot start a warm sandbox", "chat", chatKey, "err", ctx.Err())
+		rt.log.Warn("cannot start a warm sandbox", "chat", chatKey, "err", err)
 		return
 	}
+	defer rt.startSlots.release()
 	pr, err := rt.prepare(ctx, chatKey, limits, methods, true)
 	if err == nil {
 		if p, ok := pr.proc.(sandbox.Preparer); ok {
@@ -68,12 +73,22 @@ func concurrentStarts() int { return 2 * goruntime.NumCPU() }
 // still starting, instead of starting one of its own; a run whose caller
 // prewarmed it (ExecRequest.Prewarmed) starts no spare after it, so no
 // sandbox is started for a run that never comes.
-func (rt *Runtime) Prewarm(chatKey string, limits sandbox.Limits, methods []*pluginhost.MethodInfo) {
+//
+// since is when the work the run serves began, as in ExecRequest.Since:
+// starts waiting for a slot are served oldest first.
+func (rt *Runtime) Prewarm(chatKey string, limits sandbox.Limits, methods []*pluginhost.MethodInfo, since time.Time) {
 	if rt.spares == nil || keys.Scope("chat", chatKey) != nil {
 		return
 	}
 	limits = rt.limits(limits)
-	rt.bg.Go(func() { rt.spawnSpare(chatKey, limits, methods) })
+	// Reserved now, not in the goroutine: a run that comes at once (a
+	// fast model) must find its sandbox starting, or it starts one of
+	// its own inside a run slot while this one starts for nothing.
+	key := spareKey(chatKey, limits, methods)
+	if !rt.spares.reserve(key, true) {
+		return
+	}
+	rt.bg.Go(func() { rt.startReserved(key, chatKey, limits, methods, since) })
 }
 
 // DiscardSpares ends the warm sandboxes of chatKey, e.g. when the chat is
@@ -109,11 +124,14 @@ func spareKey(chatKey string, l sandbox.Limits, methods []*pluginhost.MethodInfo
 }
 
 // spares keeps at most one started sandbox per recently active chat, so
-// the next run in that chat skips sandbox start-up. A spare is started
-// only when the pool has room (spares never evict each other: with more
-// active chats than room, evicting would start sandboxes that are thrown
-// away unused and slow every run down); it is discarded when idle too
-// long, when its chat is reset, and on Close.
+// the next run in that chat skips sandbox start-up. A spare started after
+// a run, for a next one that may come, is started only when the pool has
+// room (such spares never evict each other: with more active chats than
+// room, evicting would start sandboxes that are thrown away unused and
+// slow every run down). A prewarm, for a run that is coming, evicts the
+// longest idle of those when the pool is full, and starts even when none
+// can go (the runs coming are bounded by their callers). A spare is
+// discarded when idle too long, when its chat is reset, and on Close.
 type spares struct {
 	mu       sync.Mutex
 	byKey    map[string]*spare
@@ -169,23 +187,58 @@ func (s *spares) ran(chatKey string, now time.Time) bool {
 // starting is a spare being started: live until dropChat or dropAll
 // cancels it; done is closed when it is put or given up.
 type starting struct {
-	live bool
-	done chan struct{}
+	live    bool
+	done    chan struct{}
+	waiters int // runs that wait for it (take)
 }
 
 // reserve reports whether a spare for key may be started now, and if so
-// holds a place for it until put.
-func (s *spares) reserve(key string) bool {
+// holds a place for it until put. A prewarm (a run is coming: its turn
+// is asking the model) makes room by discarding the longest idle spare
+// no run waits for, and is not refused for want of room: refused, the
+// run would start its sandbox itself, in a run slot, later.
+func (s *spares) reserve(key string, prewarm bool) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, busy := s.starting[key]; s.closed || busy || len(s.byKey)+len(s.starting) >= s.max {
+	if _, busy := s.starting[key]; s.closed || busy {
+		s.mu.Unlock()
 		return false
 	}
 	if _, ok := s.byKey[key]; ok {
+		s.mu.Unlock()
 		return false // one is already waiting
 	}
+	var evicted *preparedRun
+	if len(s.byKey)+len(s.starting) >= s.max {
+		if !prewarm {
+			s.mu.Unlock()
+			return false
+		}
+		evicted = s.evictIdleLocked()
+	}
 	s.starting[key] = &starting{live: true, done: make(chan struct{})}
+	s.mu.Unlock()
+	if evicted != nil {
+		evicted.discard()
+	}
 	return true
+}
+
+// evictIdleLocked takes the longest idle spare out of the pool, unless a
+// run waits for it, and returns it to be discarded; nil when none can go.
+func (s *spares) evictIdleLocked() *preparedRun {
+	var oldKey string
+	var old *spare
+	for k, sp := range s.byKey {
+		if !sp.wanted && (old == nil || sp.at.Before(old.at)) {
+			oldKey, old = k, sp
+		}
+	}
+	if old == nil {
+		return nil
+	}
+	old.timer.Stop()
+	delete(s.byKey, oldKey)
+	return old.run
 }
 
 // unreserve gives back a place reserve held, when the start failed.
@@ -201,6 +254,10 @@ func (s *spares) unreserve(key string) {
 type spare struct {
 	run   *preparedRun
 	timer *time.Timer
+	at    time.Time // when it was put
+	// wanted says a run waited for it while it started (take): it is
+	// about to be taken, and no prewarm evicts it.
+	wanted bool
 }
 
 // take returns the spare waiting for key, or nil. A spare still starting
@@ -218,6 +275,9 @@ func (s *spares) take(ctx context.Context, key string) *preparedRun {
 		}
 		st := s.starting[key]
 		live := st != nil && st.live
+		if live {
+			st.waiters++
+		}
 		s.mu.Unlock()
 		if !live {
 			return nil
@@ -244,7 +304,7 @@ func (s *spares) put(key string, pr *preparedRun) {
 		pr.discard()
 		return
 	}
-	sp := &spare{run: pr}
+	sp := &spare{run: pr, at: time.Now(), wanted: st.waiters > 0}
 	s.byKey[key] = sp
 	sp.timer = time.AfterFunc(s.idle, func() {
 		s.mu.Lock()

@@ -145,7 +145,7 @@ func TestPrewarmedRunLeavesNoSpare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt.host.Prewarm("pw", sandbox.Limits{}, nil) // as the agent does, through the host
+	rt.host.Prewarm("pw", sandbox.Limits{}, nil, time.Time{}) // as the agent does, through the host
 	deadline := time.Now().Add(30 * time.Second)
 	for sandboxesOf(data) == 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
@@ -169,6 +169,42 @@ func TestPrewarmedRunLeavesNoSpare(t *testing.T) {
 	}
 }
 
+// A prewarmed run that comes at once (a model faster than the sandbox's
+// start) finds its sandbox starting and waits for it, even with the pool
+// of idle spares full (the prewarm makes room: a run is coming, where an
+// idle spare's may never come): it neither starts a second sandbox
+// itself nor leaves the prewarmed one unused, and the pool stays within
+// its bound.
+func TestPrewarmedRunThatComesAtOnceTakesItsSandbox(t *testing.T) {
+	rt, err := openRuntime(t, app.Config{DataDir: testutil.DataDir(t), Host: host.Config{Plugins: []*plugin.Plugin{testPlugin()}},
+		Runtime: runtime.Config{WarmSpares: true, MaxSpares: 1, Limits: sandbox.Limits{Timeout: 20 * time.Second}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.host.Prewarm("other", sandbox.Limits{}, nil, time.Time{}) // fills the pool
+	deadline := time.Now().Add(30 * time.Second)
+	for rt.WarmSpares() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the other chat's spare did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for i := range 3 {
+		chat := fmt.Sprintf("now-%d", i)
+		rt.host.Prewarm(chat, sandbox.Limits{}, nil, time.Time{})
+		res, err := rt.Exec(context.Background(), runtime.ExecRequest{ChatKey: chat, Code: "print('ran')", Prewarmed: true})
+		if err != nil || strings.TrimSpace(res.Output) != "ran" {
+			t.Fatalf("run: %v %+v", err, res)
+		}
+	}
+	if n := runtime.ColdRuns(rt.Runtime); n != 0 {
+		t.Errorf("%d of 3 prewarmed runs started a sandbox of their own", n)
+	}
+	if n := rt.WarmSpares(); n > 1 {
+		t.Errorf("%d spares after the runs, want at most the pool's bound, 1", n)
+	}
+}
+
 // A chat that runs again and again (three runs in a row) gets a spare
 // after its prewarmed runs too: with a model faster than a sandbox's
 // start, every turn would otherwise wait for the sandbox its prewarm
@@ -180,7 +216,7 @@ func TestActiveChatKeepsASpareAfterPrewarmedRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		rt.host.Prewarm("busy", sandbox.Limits{}, nil)
+		rt.host.Prewarm("busy", sandbox.Limits{}, nil, time.Time{})
 		res, err := rt.Exec(context.Background(), runtime.ExecRequest{ChatKey: "busy", Code: "print('ran')", Prewarmed: true})
 		if err != nil || strings.TrimSpace(res.Output) != "ran" {
 			t.Fatalf("run %d: %v %+v", i+1, err, res)
@@ -206,7 +242,7 @@ func TestManyPrewarmsAllStartInTurn(t *testing.T) {
 	}
 	n := min(2*goruntime.NumCPU()+3, 12)
 	for i := range n {
-		rt.host.Prewarm(fmt.Sprintf("many-%d", i), sandbox.Limits{}, nil)
+		rt.host.Prewarm(fmt.Sprintf("many-%d", i), sandbox.Limits{}, nil, time.Time{})
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for rt.WarmSpares() != n {
