@@ -73,7 +73,7 @@ func Available() error {
 	if _, err := os.Stat("/dev/loop-control"); err != nil {
 		return errors.New("no loop devices (/dev/loop-control is missing: load the loop module, or give the container loop devices)")
 	}
-	for _, tool := range []string{"mkfs.ext4", "mount"} {
+	for _, tool := range []string{"mkfs.ext4", "debugfs", "mount"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("%s is not installed (apt-get install -y e2fsprogs mount)", tool)
 		}
@@ -176,10 +176,12 @@ func (v *Volume) setUp(ctx context.Context, spec Spec) error {
 		return err
 	}
 	if !isMounted {
+		fresh := false // a copy of the template: empty, no lost+found
 		if _, err := os.Stat(v.image); errors.Is(err, os.ErrNotExist) {
 			if err := v.m.makeImage(ctx, v.image, spec); err != nil {
 				return err
 			}
+			fresh = true
 		} else if err := v.awaitDetached(ctx, spec); err != nil {
 			spec.logger().Warn("a volume is still attached to a loop device of an ending process (a sandbox that kept it bound): its quota and inode changes wait for its next mount",
 				"volume", v.image, "err", err)
@@ -199,7 +201,7 @@ func (v *Volume) setUp(ctx context.Context, spec Spec) error {
 		if err := shrink(ctx, v.image, spec); err != nil {
 			return err
 		}
-		if err := v.mountMoving(ctx); err != nil {
+		if err := v.mountMoving(ctx, fresh); err != nil {
 			return err
 		}
 	}
@@ -314,17 +316,36 @@ func (m *Manager) template(ctx context.Context, dir string, spec Spec) (string, 
 		return "", fmt.Errorf("mkfs.ext4: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	// lost+found is e2fsck's, which makes it again when it needs it; gone
-	// from the template, no new volume's first mount removes it (writing
-	// the directory, its inode and the bitmaps). Where debugfs fails,
-	// mountMoving still removes it.
-	if out, err := exec.CommandContext(ctx, "debugfs", "-w", "-R", "rmdir lost+found", tmp).CombinedOutput(); err != nil {
-		spec.logger().Debug("the empty volume keeps lost+found", "err", err, "out", strings.TrimSpace(string(out)))
+	// from the template, a new volume's first mount neither removes it
+	// (writing the directory, its inode and the bitmaps) nor looks for it
+	// (reading the root directory through the loop device).
+	if err := removeLostFound(ctx, tmp); err != nil {
+		os.Remove(tmp)
+		return "", err
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
 		return "", err
 	}
 	return path, nil
+}
+
+// removeLostFound removes the empty lost+found of the unmounted image.
+// debugfs exits 0 whatever its commands did; a line other than its
+// banner is an error.
+func removeLostFound(ctx context.Context, image string) error {
+	out, err := exec.CommandContext(ctx, "debugfs", "-w", "-R", "rmdir lost+found", image).CombinedOutput()
+	if err == nil {
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if line != "" && !strings.HasPrefix(line, "debugfs ") {
+				err = errors.New(line)
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("debugfs: remove lost+found: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 // copySparse copies the file src to a new file dst, holes included: a
@@ -584,8 +605,9 @@ func bindLoop(image string) (string, *os.File, error) {
 
 // mountMoving mounts the image at the mount point. Whatever a plain
 // directory held (files from before volumes were used) is moved into the
-// volume.
-func (v *Volume) mountMoving(ctx context.Context) error {
+// volume. An image not fresh from the template may hold an empty
+// lost+found (made by mkfs before the template lost it), which goes.
+func (v *Volume) mountMoving(ctx context.Context, fresh bool) error {
 	dir := v.path
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -609,7 +631,9 @@ func (v *Volume) mountMoving(ctx context.Context) error {
 		}
 		return err
 	}
-	os.Remove(filepath.Join(dir, "lost+found")) // an empty fsck directory the sandbox need not see
+	if !fresh {
+		os.Remove(filepath.Join(dir, "lost+found")) // an empty fsck directory the sandbox need not see
+	}
 	if aside != "" {
 		if out, err := exec.CommandContext(ctx, "cp", "-a", "--", aside+"/.", dir+"/").CombinedOutput(); err != nil {
 			return fmt.Errorf("move files into the volume (they are kept in %s): %v: %s", aside, err, strings.TrimSpace(string(out)))
