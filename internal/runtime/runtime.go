@@ -140,22 +140,22 @@ type Runtime struct {
 	startSlots *slotPool
 	// coldRuns counts the runs that started their sandbox themselves,
 	// finding none warm.
-	coldRuns atomic.Int64
-	runsDir    string   // this process's run directories (Docker)
-	spares     *spares  // nil unless Config.WarmSpares
-	janitor    *janitor // nil unless Config.SharedIdle
-	uids       UIDs     // nil when sandboxes run as nekro's own uid
-	provision  *provisioner
-	bg         sync.WaitGroup
-	closeOnce  sync.Once
-	stubs      sync.Map // method set -> api_caller.py (apiCaller)
-	pkgOnce    sync.Once
-	pkgs       []sandbox.Package // the sandbox's well-known packages (Packages)
-	pkgErr     error
-	pip        *pluginhost.MethodInfo // the host's side of pip install (sandbox.PipMethod)
-	pipLocks   sync.Map               // chat key -> *sync.Mutex: one install at a time per chat
-	layerMu    sync.Mutex             // serialises trustPackageLayer's first look at a chat's layer
-	layers     sync.Map               // container key -> struct{}: layers known to be the installer's alone
+	coldRuns  atomic.Int64
+	runsDir   string   // this process's run directories (Docker)
+	spares    *spares  // nil unless Config.WarmSpares
+	janitor   *janitor // nil unless Config.SharedIdle
+	uids      UIDs     // nil when sandboxes run as nekro's own uid
+	provision *provisioner
+	bg        sync.WaitGroup
+	closeOnce sync.Once
+	stubs     sync.Map // method set -> api_caller.py (apiCaller)
+	pkgOnce   sync.Once
+	pkgs      []sandbox.Package // the sandbox's well-known packages (Packages)
+	pkgErr    error
+	pip       *pluginhost.MethodInfo // the host's side of pip install (sandbox.PipMethod)
+	pipLocks  sync.Map               // chat key -> *sync.Mutex: one install at a time per chat
+	layerMu   sync.Mutex             // serialises trustPackageLayer's first look at a chat's layer
+	layers    sync.Map               // container key -> struct{}: layers known to be the installer's alone
 }
 
 // Open prepares the data directory and the sandbox backend.
