@@ -487,12 +487,15 @@ func (r *Runner) forkRun(ctx context.Context, t *template, spec sandbox.Spec) (s
 			p0.Kill()
 			return nil, err
 		}
-		// As with bwrap: the move starts now, while the child isolates
-		// itself; Prepare waits for it before the release.
+		// The move starts now, while the child isolates itself; Prepare
+		// waits for it before the release. Unlike bwrap's, the child is
+		// one process until then (boot.py forks nothing before its
+		// code comes), and what it forks after the move starts in the
+		// group: one move is enough.
 		p0.joined = make(chan struct{})
 		go func() {
 			defer close(p0.joined)
-			p0.group.AddTree(pid)
+			p0.joinErr = p0.group.AddTree(pid)
 		}()
 	}
 	return p0, nil
@@ -532,7 +535,8 @@ type tproc struct {
 	memory  int64
 	chat    string
 	group   *cgroup.Group
-	joined  chan struct{}
+	joined  chan struct{} // closed when the move into group is done
+	joinErr error
 
 	prepareOnce sync.Once
 	prepareErr  error
@@ -558,7 +562,7 @@ func (p *tproc) readStatus() {
 }
 
 // Prepare waits until boot.py waits for the release, then for the run's
-// move into its cgroup (see process.Prepare).
+// move into its cgroup.
 func (p *tproc) Prepare(ctx context.Context) error {
 	p.prepareOnce.Do(func() {
 		if p.prepareErr = awaitReady(ctx, p.ready); p.prepareErr != nil {
@@ -566,7 +570,7 @@ func (p *tproc) Prepare(ctx context.Context) error {
 		}
 		if p.group != nil {
 			<-p.joined
-			p.prepareErr = p.group.AddTree(p.pid)
+			p.prepareErr = p.joinErr
 		}
 	})
 	return p.prepareErr
