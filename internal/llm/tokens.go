@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -42,64 +43,106 @@ const (
 
 // EstimateTokens returns the estimated tokens of text.
 func EstimateTokens(text string) int {
-	var (
-		n       int
-		run     int  // length of the current run of one class
-		class   byte // the class of the run: 'a' ASCII letters, 'd' digits, 'w' whitespace, 'o' other letters
-		newline bool // the whitespace run holds a line break
-	)
-	flush := func() {
-		switch class {
-		case 'a':
-			n += (run + 5) / 6
-		case 'd':
-			n += (run + 2) / 3
-		case 'o':
-			n += (run + 2) / 3
-		case 'w':
-			if newline || run > 1 {
-				n++
-			}
-		}
-		run, class, newline = 0, 0, false
-	}
-	extend := func(c byte) {
-		if class != c {
-			flush()
-			class = c
-		}
-		run++
-	}
+	var c tokenCounter
 	for i := 0; i < len(text); {
+		if b := text[i]; b < utf8.RuneSelf {
+			// ASCII, most of a prompt: a byte's class from the table,
+			// and a run of one class read at once.
+			cl := asciiClass[b]
+			if cl == classOther {
+				c.flush()
+				c.n++
+				i++
+				continue
+			}
+			j := i + 1
+			for j < len(text) && text[j] < utf8.RuneSelf && asciiClass[text[j]] == cl {
+				j++
+			}
+			c.extend(cl, j-i)
+			if cl == classSpace && strings.IndexByte(text[i:j], '\n') >= 0 {
+				c.newline = true
+			}
+			i = j
+			continue
+		}
 		r, size := utf8.DecodeRuneInString(text[i:])
 		i += size
 		switch {
-		case r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '_'):
-			extend('a')
-		case r >= '0' && r <= '9':
-			extend('d')
-		case r == ' ' || r == '\t' || r == '\n' || r == '\r':
-			extend('w')
-			if r == '\n' {
-				newline = true
-			}
-		case r < utf8.RuneSelf:
-			flush()
-			n++
 		case isCJK(r):
-			flush()
-			n++
+			c.flush()
+			c.n++
 		case unicode.IsLetter(r) || unicode.IsMark(r):
-			extend('o')
+			c.extend(classLetter, 1)
 		case unicode.IsSpace(r):
-			extend('w')
+			c.extend(classSpace, 1)
 		default:
-			flush()
-			n += 2
+			c.flush()
+			c.n += 2
 		}
 	}
-	flush()
-	return n
+	c.flush()
+	return c.n
+}
+
+// Classes of runs that EstimateTokens counts together.
+const (
+	classNone   byte = iota
+	classWord        // ASCII letters and '_'
+	classDigit       // ASCII digits
+	classSpace       // spaces, tabs, line breaks (and other Unicode spaces)
+	classLetter      // letters and marks outside ASCII
+	classOther       // an ASCII character that counts alone (punctuation)
+)
+
+// asciiClass is the class of each ASCII byte.
+var asciiClass = func() (t [utf8.RuneSelf]byte) {
+	for b := range t {
+		switch {
+		case b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b == '_':
+			t[b] = classWord
+		case b >= '0' && b <= '9':
+			t[b] = classDigit
+		case b == ' ' || b == '\t' || b == '\n' || b == '\r':
+			t[b] = classSpace
+		default:
+			t[b] = classOther
+		}
+	}
+	return t
+}()
+
+// tokenCounter is EstimateTokens's state: the tokens so far and the run
+// of one class being read.
+type tokenCounter struct {
+	n       int
+	run     int  // length of the current run
+	class   byte // its class
+	newline bool // a space run holds a line break
+}
+
+// extend adds n characters of class to the run, ending the run before
+// when it is of another class.
+func (c *tokenCounter) extend(class byte, n int) {
+	if c.class != class {
+		c.flush()
+		c.class = class
+	}
+	c.run += n
+}
+
+func (c *tokenCounter) flush() {
+	switch c.class {
+	case classWord:
+		c.n += (c.run + 5) / 6
+	case classDigit, classLetter:
+		c.n += (c.run + 2) / 3
+	case classSpace:
+		if c.newline || c.run > 1 {
+			c.n++
+		}
+	}
+	c.run, c.class, c.newline = 0, classNone, false
 }
 
 // isCJK reports whether r is a Chinese, Japanese or Korean character, or

@@ -66,6 +66,77 @@ func TestEstimateTokensEdges(t *testing.T) {
 	}
 }
 
+// The estimate of edge cases, pinned: runs of each class, mixed scripts,
+// invalid UTF-8, control bytes (the values EstimateTokens gave when its
+// ASCII bytes were first read from a table, which must not change them).
+func TestEstimateTokensPinned(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		want int
+	}{
+		{"", 0},
+		{" ", 0},
+		{"  ", 1},
+		{"\n", 1},
+		{" \n ", 1},
+		{"\t\t", 1},
+		{"a", 1},
+		{"ab_cd", 1},
+		{"abcdefg", 2},
+		{"1234567", 3},
+		{"a1b2c3", 6},
+		{"x  y   z\n\n", 6},
+		{"\r\n\r\n", 1},
+		{"Hello, world: 1234567 things.\n", 10},
+		{"\xff\xfe", 4},
+		{"a\xffb", 4},
+		{"é", 1},
+		{"café au lait", 4},
+		{"naïve—résumé", 9},
+		{"🙂🙂 ok", 5},
+		{"中文English混合123", 7},
+		{"  indented\n    more\n\tline", 7},
+		{"()[]{}<>!@#$%^&*", 16},
+		{"ÀÉÎÕÜ", 2},
+		{"\u00a0nbsp\u2003em", 2},
+		{"ﾊﾝｶｸ", 4},
+		{"、。「」", 4},
+		{"ｆｕｌｌ", 4},
+		{"Ελληνικά κείμενο", 6},
+		{"עברית", 2},
+		{"العربية", 3},
+		{"हिन्दी", 2},
+		{"a\u0301b", 3},
+		{"\u200b\u200c", 4},
+		{"x\x00y", 3},
+		{"tab\there", 2},
+	} {
+		if got := EstimateTokens(c.text); got != c.want {
+			t.Errorf("%q: %d tokens, want %d", c.text, got, c.want)
+		}
+	}
+}
+
+// BenchmarkEstimateTokens estimates a prompt-sized text as a turn's
+// prompt holds them: English instructions, code and chat lines, with a
+// CJK line now and then.
+func BenchmarkEstimateTokens(b *testing.B) {
+	var sb strings.Builder
+	for round := 0; sb.Len() < 32<<10; round++ {
+		for _, s := range tokenSamples {
+			if ascii := strings.IndexFunc(s.text, func(r rune) bool { return r >= 0x80 }) < 0; ascii || round%8 == 0 {
+				sb.WriteString(s.text)
+				sb.WriteByte('\n')
+			}
+		}
+	}
+	text := sb.String()
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		EstimateTokens(text)
+	}
+}
+
 // Images count ImageTokens each; every message adds its overhead.
 func TestEstimatePrompt(t *testing.T) {
 	text := TextMessage("user", "hello")
