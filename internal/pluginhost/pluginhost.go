@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nekro-go/nekro/internal/pluginbridge"
@@ -292,6 +293,22 @@ type MethodInfo struct {
 	params []Param
 	result string
 	call   func(ctx *plugin.Ctx, args map[string]json.RawMessage) (json.RawMessage, error)
+	// entry is the method's entry in a turn's prompt, once rendered
+	// (PromptEntry).
+	entry atomic.Pointer[string]
+}
+
+// PromptEntry returns the method's entry in the prompt's list of methods,
+// made by render the first time and kept: a method does not change (a
+// replaced plugin's methods are new MethodInfos), and every turn lists
+// the methods again.
+func (m *MethodInfo) PromptEntry(render func(*MethodInfo) string) string {
+	if e := m.entry.Load(); e != nil {
+		return *e
+	}
+	e := render(m)
+	m.entry.Store(&e)
+	return e
 }
 
 // Param is one parameter of a sandbox method, from one field of its

@@ -534,17 +534,25 @@ func RenderMethods(methods []*pluginhost.MethodInfo) string {
 		}
 		fmt.Fprintf(&b, "<plugin name=%q module_name=%q>\n<predefined_methods>\n", p.Meta().Name, p.Meta().ModuleName)
 		for _, m := range methods[i:j] {
-			fmt.Fprintf(&b, "* %s", pysig.Signature(m))
-			if m.Type.EndsRun() {
-				b.WriteString(" - **[AGENT METHOD - STOP AFTER CALL]**")
-			}
-			b.WriteString("\n")
-			for _, line := range strings.Split(pysig.Doc(m), "\n") {
-				b.WriteString("    " + line + "\n")
-			}
+			b.WriteString(m.PromptEntry(renderMethod))
 		}
 		b.WriteString("</predefined_methods>\n</plugin>\n")
 		i = j
+	}
+	return b.String()
+}
+
+// renderMethod renders one method's entry of RenderMethods: its Python
+// signature, whether it ends the run, and its doc, indented.
+func renderMethod(m *pluginhost.MethodInfo) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "* %s", pysig.Signature(m))
+	if m.Type.EndsRun() {
+		b.WriteString(" - **[AGENT METHOD - STOP AFTER CALL]**")
+	}
+	b.WriteString("\n")
+	for _, line := range strings.Split(pysig.Doc(m), "\n") {
+		b.WriteString("    " + line + "\n")
 	}
 	return b.String()
 }

@@ -3,6 +3,7 @@ package registry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -231,5 +232,22 @@ func TestInstalledPluginReplacesABuiltin(t *testing.T) {
 	if _, err := registry.New([]*plugin.Plugin{builtin, mine, twin}, nil, registry.Installed("tester.dicey", "tester.twin")); err == nil ||
 		!strings.Contains(err.Error(), "tester.dicey") || !strings.Contains(err.Error(), "tester.twin") {
 		t.Errorf("two installed plugins clashing: %v", err)
+	}
+}
+
+// BenchmarkRenderMethods renders the method list of 20 plugins with a
+// method each, as every turn's prompt does.
+func BenchmarkRenderMethods(b *testing.B) {
+	var ps []*plugin.Plugin
+	for i := range 20 {
+		ps = append(ps, withMethod("bench", fmt.Sprintf("p%d", i), fmt.Sprintf("method_%d", i), plugin.Tool))
+	}
+	r, err := registry.New(ps, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	methods := r.Methods()
+	for b.Loop() {
+		registry.RenderMethods(methods)
 	}
 }
