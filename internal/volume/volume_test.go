@@ -222,15 +222,7 @@ func TestVolumeReleasedWhileInUseIsTheSameWhenAcquiredAgain(t *testing.T) {
 // with a log line saying so, leaving the volume as it was.
 func TestVolumeQuotaChangesApplyToAnExistingVolume(t *testing.T) {
 	need(t)
-	base := t.TempDir()
-	img, dir := filepath.Join(base, "v.img"), filepath.Join(base, "v")
-	var logs bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&logs, nil))
-	spec := func(mib int64) volume.Spec {
-		// No inode count: mkfs's own, which a resize scales (a count of
-		// the operator's is kept by a rebuild instead, tested below).
-		return volume.Spec{Bytes: mib << 20, UID: -1, Mode: 0o700, Log: log}
-	}
+	_, img, dir, logs, spec := resizeFixture(t)
 	limit := func(v *volume.Volume) int64 {
 		t.Helper()
 		u, err := v.Usage()
@@ -303,11 +295,8 @@ func TestVolumeQuotaChangesApplyToAnExistingVolume(t *testing.T) {
 // applies when the volume is next mounted.
 func TestVolumeIsSmallAndGrowsPastItsOnlineRoomWhenMountedAgain(t *testing.T) {
 	need(t)
-	base := t.TempDir()
-	img, dir := filepath.Join(base, "v.img"), filepath.Join(base, "v")
-	var logs bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&logs, nil))
-	spec := func(mib int64) volume.Spec { return volume.Spec{Bytes: mib << 20, UID: -1, Mode: 0o700, Log: log} }
+	base, img, dir, logs, spec := resizeFixture(t)
+	log := spec(1).Log
 
 	big := filepath.Join(base, "big.img")
 	v := acquire(t, big, filepath.Join(base, "big"), volume.Spec{Bytes: 1 << 30, Inodes: 100000, UID: -1, Mode: 0o700, Log: log})
@@ -344,6 +333,18 @@ func TestVolumeIsSmallAndGrowsPastItsOnlineRoomWhenMountedAgain(t *testing.T) {
 		t.Errorf("the content after the grow: %q %v", b, err)
 	}
 	v.Release()
+}
+
+// resizeFixture is a volume's image and mount point in a new directory,
+// the log its specs write to, and its spec of a size in MiB. No inode
+// count: mkfs's own, which a resize scales (a count of the operator's is
+// kept by a rebuild instead, tested below).
+func resizeFixture(t *testing.T) (base, img, dir string, logs *bytes.Buffer, spec func(mib int64) volume.Spec) {
+	base = t.TempDir()
+	logs = new(bytes.Buffer)
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	spec = func(mib int64) volume.Spec { return volume.Spec{Bytes: mib << 20, UID: -1, Mode: 0o700, Log: log} }
+	return base, filepath.Join(base, "v.img"), filepath.Join(base, "v"), logs, spec
 }
 
 // hasCapSysResource reports whether this process may resize a mounted
