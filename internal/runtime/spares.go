@@ -35,10 +35,10 @@ func (rt *Runtime) spawnSpare(chatKey string, limits sandbox.Limits, methods []*
 func (rt *Runtime) startReserved(key, chatKey string, limits sandbox.Limits, methods []*pluginhost.MethodInfo, since time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), spareStartTimeout)
 	defer cancel()
-	// A few at a time, the oldest work first: the starts are work for the CPU (a new
-	// chat's volumes, the sandbox's fork and isolation), and 64 turns'
-	// starting all at once shared the cores and finished all late, where
-	// in order the first are ready first.
+	// A few at a time, the oldest work first: the starts are work for
+	// the CPU (a new chat's volumes, the sandbox's fork and isolation),
+	// and 64 turns' starting all at once shared the cores and finished
+	// all late, where in order the first are ready first.
 	if err := rt.startSlots.acquire(ctx, since); err != nil {
 		rt.spares.unreserve(key)
 		rt.log.Warn("cannot start a warm sandbox", "chat", chatKey, "err", err)
@@ -285,6 +285,9 @@ func (s *spares) take(ctx context.Context, key string) *preparedRun {
 		select {
 		case <-st.done:
 		case <-ctx.Done():
+			s.mu.Lock()
+			st.waiters--
+			s.mu.Unlock()
 			return nil
 		}
 		s.mu.Lock()
