@@ -45,7 +45,7 @@ libc.syscall.restype = ctypes.c_long
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x20000, 0x02000000, 0x04000000
 CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND = 32, 1024, 2048, 4096
+MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_MOVE = 32, 1024, 2048, 4096, 8192
 MS_REC, MS_PRIVATE, MS_RELATIME = 0x4000, 1 << 18, 1 << 21
 MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_KEEPCAPS = 1, 4, 8
@@ -213,15 +213,54 @@ def _isolate(req, fds):
     the strict filter."""
     uid = req["uid"]
     net = req["network"]
-    tmp = req["tmp"]
     netns = req.get("_netns")  # the chat's kept network namespace, if any
-    flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP
+    mntns = req.get("_mntns")  # the chat's kept base mount namespace, if any
+    flags = CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP
     if not net:
         if netns is not None:
             _chk(libc.setns(netns, CLONE_NEWNET), "join the chat's network namespace")
         else:
             flags |= CLONE_NEWNET
-    _chk(libc.unshare(flags), "unshare")
+    if mntns is not None and _join_base(req, mntns):
+        # A copy of the chat's base of its own: what the run mounts stays
+        # out of the base, which the chat's other runs copy.
+        _chk(libc.unshare(flags | CLONE_NEWNS), "unshare")
+    else:
+        _chk(libc.unshare(flags | CLONE_NEWNS), "unshare")
+        _build_base(req, net)
+        _keep(b"mnt", _mntns_key(req), "/proc/self/ns/mnt")
+        _chk(libc.unshare(CLONE_NEWNS), "unshare the base")
+    _run_mounts(req, fds)
+    if not net and netns is None:
+        _lo_up()
+        _keep(b"net", _netns_key(req), "/proc/self/ns/net")
+    # The chat's uid, no capability left or to be regained.
+    _chk(_prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL), "clear ambient caps")
+    for cap in _BOUNDING:
+        _chk(_prctl(PR_CAPBSET_DROP, cap), "drop bounding cap %d" % cap)
+    _chk(_prctl(PR_SET_KEEPCAPS, 0), "keepcaps")
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    _chk(libc.capset(_CAP_HDR, _CAP_NONE), "capset")
+    # After the uid change, which clears it: the run dies with the template.
+    _chk(_prctl(PR_SET_PDEATHSIG, signal.SIGKILL), "pdeathsig")
+    _chk(_prctl(PR_SET_NO_NEW_PRIVS, 1), "no_new_privs")
+    if _FILTER:
+        _chk(_prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(_FILTER_PROG)), "seccomp")
+    # Dumpable as a fresh run is: its /proc/self belongs to its own uid.
+    # Nothing of the template's is secret (see the head of this file).
+    _prctl(PR_SET_DUMPABLE, 1)
+    os.chdir("/app")
+
+
+def _build_base(req, net):
+    """Builds, in a new mount namespace, the chat's base root and enters
+    it (pivot_root): the system's paths, the chat's directories and /dev,
+    all that does not change between the chat's runs, with empty mount
+    points for what does (/app/.nekro, /tmp, /dev/pts, /dev/shm) and a
+    /proc every run replaces (a namespace may mount a new proc only where
+    one is visible already)."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     # Every source is opened in the new mount namespace (a bind needs its
     # source there), before the new root covers anything. The system's
@@ -273,6 +312,76 @@ def _isolate(req, fds):
         os.close(fd)
     _bind(uploads, "app/uploads", True)
     os.close(uploads)
+    os.mkdir("tmp")
+    os.mkdir("proc")
+    _mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    # A minimal /dev, as bwrap's --dev, read-only but its shared memory.
+    os.mkdir("dev")
+    _mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
+    for n, fd in dev.items():
+        _write_file("dev/" + n, b"", 0o666)
+        _bind(fd, "dev/" + n, False, dev=True)
+        os.close(fd)
+    for link, to in (("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"),
+                     ("fd", "/proc/self/fd"), ("core", "/proc/kcore"), ("ptmx", "pts/ptmx")):
+        os.symlink(to, "dev/" + link)
+    os.mkdir("dev/pts")
+    os.mkdir("dev/shm")
+    _mount(None, "dev", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    # The new root; the host's is gone from this namespace.
+    _chk(libc.syscall(SYS_PIVOT_ROOT, b".", b"."), "pivot_root")
+    _chk(libc.umount2(b".", MNT_DETACH), "detach the old root")
+    os.chdir("/")
+    _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def _join_base(req, mntns):
+    """Enters the chat's kept base mount namespace if its binds still show
+    the directories the chat has now: the same shared directory, package
+    layer and uploads (device and inode, which the base's binds pin: no
+    other directory can take them while it lives; a volume mounted again is
+    the same live filesystem), the layer and uploads read-only (a layer
+    the host replaced has lost its bind). Otherwise stays in, or goes back
+    to, this process's mount namespace and returns False: the run builds a
+    new base, which replaces the kept one."""
+    want = []
+    shared = _open_chat_dir(*req["shared"])
+    try:
+        for fd in (shared, _open_beneath(shared, ".packages"), _open_chat_dir(*req["uploads"])):
+            st = os.fstat(fd)
+            want.append((st.st_dev, st.st_ino))
+            if fd != shared:
+                os.close(fd)
+    finally:
+        os.close(shared)
+    own = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        _chk(libc.setns(mntns, CLONE_NEWNS), "join the chat's base mount namespace")
+        for (path, ro), ids in zip((("/app/shared", False), ("/app/shared/.packages", True), ("/app/uploads", True)), want):
+            try:
+                fd = os.open(path, O_PATH | os.O_CLOEXEC | os.O_NOFOLLOW)
+            except OSError:
+                break
+            try:
+                st = os.fstat(fd)
+                if (st.st_dev, st.st_ino) != ids or (ro and not os.fstatvfs(fd).f_flag & 1):
+                    break
+            finally:
+                os.close(fd)
+        else:
+            return True
+        _chk(libc.setns(own, CLONE_NEWNS), "leave a stale base mount namespace")
+        return False
+    finally:
+        os.close(own)
+
+
+def _run_mounts(req, fds):
+    """Mounts, in the run's own copy of its chat's base (the current
+    root), what is the run's alone: its files, /proc of its PID namespace,
+    /tmp, /dev/pts and /dev/shm."""
+    os.chdir("/")
+    uid, tmp = req["uid"], req["tmp"]
     # The run's files, as bwrap's --ro-bind-data writes them: copied into
     # a tmpfs of their own, read-only once written.
     files = req["files"]
@@ -285,15 +394,12 @@ def _isolate(req, fds):
             os.makedirs(d, 0o755)
         _write_file(path, _read_fd(fds[i]), 0o555 if name.startswith("bin/") else 0o444)
     _mount(None, "app/.nekro", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    # /tmp and /dev/shm sized by the limits; matplotlib's font cache.
-    os.mkdir("tmp")
-    _mount("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=%d" % tmp)
-    if req.get("font"):
-        os.mkdir("tmp/.matplotlib", 0o755)
-        os.chown("tmp/.matplotlib", uid, uid)
-        _write_file("tmp/.matplotlib/" + req["font"], _read_fd(fds[len(files)]), 0o444, uid)
-    os.mkdir("proc")
-    _mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    # The run's /proc in place of the base's (whose PID namespace is the
+    # run's that built it): mounted aside while the base's is still
+    # visible, which allows it, then moved over.
+    _mount("proc", "tmp", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _chk(libc.umount2(b"proc", MNT_DETACH), "detach the base's /proc")
+    _mount("tmp", "proc", None, MS_MOVE)
     for p in ("sys", "sysrq-trigger", "irq", "bus"):  # as bwrap's --proc
         try:
             pfd = os.open("proc/" + p, O_PATH | os.O_CLOEXEC | os.O_NOFOLLOW)
@@ -301,114 +407,107 @@ def _isolate(req, fds):
             continue
         _bind(pfd, "proc/" + p, True)
         os.close(pfd)
-    # A minimal /dev, as bwrap's --dev, read-only but its shared memory.
-    os.mkdir("dev")
-    _mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
-    for n, fd in dev.items():
-        _write_file("dev/" + n, b"", 0o666)
-        _bind(fd, "dev/" + n, False, dev=True)
-        os.close(fd)
-    for link, to in (("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"),
-                     ("fd", "/proc/self/fd"), ("core", "/proc/kcore"), ("ptmx", "pts/ptmx")):
-        os.symlink(to, "dev/" + link)
-    os.mkdir("dev/pts")
+    # /tmp and /dev/shm sized by the limits; matplotlib's font cache.
+    _mount("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=%d" % tmp)
+    if req.get("font"):
+        os.mkdir("tmp/.matplotlib", 0o755)
+        os.chown("tmp/.matplotlib", uid, uid)
+        _write_file("tmp/.matplotlib/" + req["font"], _read_fd(fds[len(files)]), 0o444, uid)
     _mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
-    os.mkdir("dev/shm")
     _mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=%d" % tmp)
-    _mount(None, "dev", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    # The new root; the host's is gone from this namespace.
-    _chk(libc.syscall(SYS_PIVOT_ROOT, b".", b"."), "pivot_root")
-    _chk(libc.umount2(b".", MNT_DETACH), "detach the old root")
-    os.chdir("/")
-    _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    if not net and netns is None:
-        _lo_up()
-        _keep_netns(req)
-    # The chat's uid, no capability left or to be regained.
-    _chk(_prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL), "clear ambient caps")
-    for cap in _BOUNDING:
-        _chk(_prctl(PR_CAPBSET_DROP, cap), "drop bounding cap %d" % cap)
-    _chk(_prctl(PR_SET_KEEPCAPS, 0), "keepcaps")
-    os.setgroups([])
-    os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)
-    _chk(libc.capset(_CAP_HDR, _CAP_NONE), "capset")
-    # After the uid change, which clears it: the run dies with the template.
-    _chk(_prctl(PR_SET_PDEATHSIG, signal.SIGKILL), "pdeathsig")
-    _chk(_prctl(PR_SET_NO_NEW_PRIVS, 1), "no_new_privs")
-    if _FILTER:
-        _chk(_prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(_FILTER_PROG)), "seccomp")
-    # Dumpable as a fresh run is: its /proc/self belongs to its own uid.
-    # Nothing of the template's is secret (see the head of this file).
-    _prctl(PR_SET_DUMPABLE, 1)
-    os.chdir("/app")
 
 
-# Network namespaces kept per chat. A fresh network namespace costs 0.6-1.3
-# ms of CPU to make and tear down (the teardown in a kernel worker, outside
-# the runs' cgroups); the runs of one chat share one, as a zygote's runs do,
-# while the chat keeps running code. It holds only lo, and a run can change
+# Namespaces kept per chat, by kind: b"net" and b"mnt".
+#
+# Network namespaces. A fresh network namespace costs 0.6-1.3 ms of CPU to
+# make and tear down (the teardown in a kernel worker, outside the runs'
+# cgroups); the runs of one chat share one, as a zygote's runs do, while
+# the chat keeps running code. It holds only lo, and a run can change
 # nothing in it (no capability): what one run of the chat leaves there is
-# at most a socket of one of its processes, which die with the run. Chats
-# never share one: the key is the chat's uid, which no other chat has (and
-# which is all a run learns of the other chats from the template's memory:
-# no key, no path). The first run
-# of a chat makes the namespace and sends it here (_keep_netns, on
-# _NETNS_CHILD, before it drops its privileges); the template keeps up to
-# _NETNS_MAX, each until it has gone _NETNS_IDLE seconds unused.
-_NETNS = {}  # key -> [fd, last use (monotonic)]
-_NETNS_MAX = 256
-_NETNS_IDLE = 300.0
-_NETNS_PARENT, _NETNS_CHILD = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+# at most a socket of one of its processes, which die with the run.
+#
+# Base mount namespaces. A run's root is mostly the same for every run of
+# its chat: the system's read-only binds, the chat's directories, /dev.
+# Building it from a copy of the host's mounts (hundreds, which the
+# unshare copies, MS_PRIVATE walks and the old root's detach frees) is
+# most of a run's isolation; a later run of the chat joins the chat's
+# base (_join_base, which checks it still binds the chat's directories),
+# unshares a copy of its ~30 mounts and mounts only what is its own
+# (_run_mounts): no run's files, /proc, /tmp, /dev/pts or /dev/shm is in
+# the base. A base keeps the chat's directories' filesystems alive (its
+# volumes' loop devices bound) after nekro unmounts them, until dropped.
+#
+# Chats never share one: the key is the chat's uid, which no other chat
+# has (and which is all a run learns of the other chats from the
+# template's memory: no key, no path); a base is joined only if it binds
+# the directories the run's request names. The first run of a chat makes
+# each and sends it here (_keep, on _KEEP_CHILD, before it drops its
+# privileges); the template keeps up to _KEPT_MAX of each kind, each until
+# it has gone _KEPT_IDLE seconds unused.
+_KEPT = {b"net": {}, b"mnt": {}}  # kind -> key -> [fd, last use (monotonic)]
+_KEPT_MAX = 256
+_KEPT_IDLE = 300.0
+_KEEP_PARENT, _KEEP_CHILD = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 
 
 def _netns_key(req):
     return str(int(req["uid"]))
 
 
-def _keep_netns(req):
-    """Sends this run's new network namespace to the template for the
-    chat's next runs (best effort: a run that cannot still runs)."""
+def _mntns_key(req):
+    # A run with the network binds the resolver's files too.
+    return str(int(req["uid"])) + ("n" if req.get("network") else "")
+
+
+def _keep(kind, key, path):
+    """Sends the namespace at path (this run's new one) to the template
+    for the chat's next runs (best effort: a run that cannot still runs)."""
     try:
-        fd = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            socket.send_fds(_NETNS_CHILD, [_netns_key(req).encode()], [fd])
+            socket.send_fds(_KEEP_CHILD, [kind + b" " + key.encode()], [fd])
         finally:
             os.close(fd)
     except OSError:
         pass
 
 
-def _netns_received():
-    """Keeps a network namespace a run sent (_keep_netns)."""
+def _kept_received():
+    """Keeps a namespace a run sent (_keep). Of two network namespaces
+    of a chat (two first runs at once) the first one kept serves, as runs
+    already share it; a base mount namespace replaces the kept one, which
+    its sender found stale (or, two first runs at once, is as good)."""
     try:
-        msg, fds, _flags, _addr = socket.recv_fds(_NETNS_PARENT, 1 << 12, 1, socket.MSG_DONTWAIT)
+        msg, fds, _flags, _addr = socket.recv_fds(_KEEP_PARENT, 1 << 12, 1, socket.MSG_DONTWAIT)
     except (BlockingIOError, InterruptedError):
         return
     for fd in fds[1:]:
         os.close(fd)
     if not fds:
         return
-    key = msg.decode(errors="replace")
-    if key in _NETNS:
-        os.close(fds[0])  # two first runs at once: the first one kept serves
+    kind, _, key = msg.partition(b" ")
+    kept = _KEPT.get(kind)
+    if kept is None or (kind == b"net" and key in kept):
+        os.close(fds[0])
         return
-    _NETNS[key] = [fds[0], time.monotonic()]
+    old = kept.get(key)
+    if old is not None:
+        os.close(old[0])
+    kept[key] = [fds[0], time.monotonic()]
 
 
-def _netns_for(req):
-    """The kept network namespace of req's chat (a descriptor the run's
-    child inherits), or None; forgets those unused too long, and the
-    least recently used past the bound."""
+def _kept_for(kind, key):
+    """The kept namespace of kind under key (a descriptor the run's child
+    inherits), or None; forgets those unused too long, and the least
+    recently used past the bound."""
+    kept = _KEPT[kind]
     now = time.monotonic()
-    for k in [k for k, v in _NETNS.items() if now - v[1] > _NETNS_IDLE]:
-        os.close(_NETNS.pop(k)[0])
-    while len(_NETNS) > _NETNS_MAX:
-        k = min(_NETNS, key=lambda k: _NETNS[k][1])
-        os.close(_NETNS.pop(k)[0])
-    if req.get("network"):
-        return None
-    e = _NETNS.get(_netns_key(req))
+    for k in [k for k, v in kept.items() if now - v[1] > _KEPT_IDLE]:
+        os.close(kept.pop(k)[0])
+    while len(kept) > _KEPT_MAX:
+        k = min(kept, key=lambda k: kept[k][1])
+        os.close(kept.pop(k)[0])
+    e = kept.get(key.encode())
     if e is None:
         return None
     e[1] = now
@@ -443,7 +542,7 @@ def _child(box):
         out, release, ready, conn = fds[nfiles:nfiles + 4]
         os.setsid()
         _isolate(req, fds)
-        _NETNS_CHILD.detach()  # its descriptor is closed below with the template's others
+        _KEEP_CHILD.detach()  # its descriptor is closed below with the template's others
         # boot.py's descriptors: 3 release, 4 ready, 5 the RPC connection;
         # stdout and stderr the output pipe, stdin /dev/null.
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100) for fd in (out, release, ready, conn)]
@@ -535,7 +634,8 @@ def _serve(ctl, own_pid_ns, msg, fds):
     try:
         req = json.loads(msg)
         reply = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, fds[0])
-        req["_netns"] = _netns_for(req)
+        req["_netns"] = None if req.get("network") else _kept_for(b"net", _netns_key(req))
+        req["_mntns"] = _kept_for(b"mnt", _mntns_key(req))
     except (ValueError, OSError, IndexError, KeyError, TypeError):
         for fd in fds:
             os.close(fd)
@@ -550,7 +650,7 @@ def _serve(ctl, own_pid_ns, msg, fds):
             try:
                 ctl.close()
                 reply.close()
-                _NETNS_PARENT.close()
+                _KEEP_PARENT.close()
                 for s in _RUNS.values():  # other runs' sockets
                     s.close()
                 _RUNS.clear()
@@ -603,11 +703,11 @@ def main():
     ctl.sendall(b'{"ready": true}')
     while True:
         try:
-            ready, _, _ = select.select([ctl, _NETNS_PARENT], [], [])
+            ready, _, _ = select.select([ctl, _KEEP_PARENT], [], [])
         except InterruptedError:
             continue
-        if _NETNS_PARENT in ready:
-            _netns_received()
+        if _KEEP_PARENT in ready:
+            _kept_received()
         if ctl not in ready:
             continue
         msg, fds, _flags, _addr = socket.recv_fds(ctl, 1 << 16, 64)
