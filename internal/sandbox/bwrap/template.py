@@ -221,14 +221,14 @@ def _isolate(req, fds):
             _chk(libc.setns(netns, CLONE_NEWNET), "join the chat's network namespace")
         else:
             flags |= CLONE_NEWNET
-    if mntns is not None and _join_base(req, mntns):
+    if mntns is not None and _join_base(req, *mntns):
         # A copy of the chat's base of its own: what the run mounts stays
         # out of the base, which the chat's other runs copy.
         _chk(libc.unshare(flags | CLONE_NEWNS), "unshare")
     else:
         _chk(libc.unshare(flags | CLONE_NEWNS), "unshare")
         _build_base(req, net)
-        _keep(b"mnt", _mntns_key(req), "/proc/self/ns/mnt")
+        _keep(b"mnt", _mntns_key(req), "/proc/self/ns/mnt", "/")
         _chk(libc.unshare(CLONE_NEWNS), "unshare the base")
     _run_mounts(req, fds)
     if not net and netns is None:
@@ -335,45 +335,34 @@ def _build_base(req, net):
     _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def _join_base(req, mntns):
-    """Enters the chat's kept base mount namespace if its binds still show
-    the directories the chat has now: the same shared directory, package
-    layer and uploads (device and inode, which the base's binds pin: no
-    other directory can take them while it lives; a volume mounted again is
-    the same live filesystem), the layer and uploads read-only (a layer
-    the host replaced has lost its bind). Otherwise stays in, or goes back
-    to, this process's mount namespace and returns False: the run builds a
-    new base, which replaces the kept one."""
-    want = []
-    shared = _open_chat_dir(*req["shared"])
+def _join_base(req, mntns, root):
+    """Enters the chat's kept base mount namespace (mntns, its root open
+    as root) if its binds still show the directories the chat has now: the
+    same shared directory, package layer and uploads (device and inode,
+    which the base's binds pin: no other directory can take them while it
+    lives; a volume mounted again is the same live filesystem), the layer
+    and uploads read-only (a layer the host replaced has lost its bind).
+    Checked from here, through root, before joining: a run cannot come
+    back from the base to the host's namespace. Otherwise returns False:
+    the run builds a new base, which replaces the kept one."""
+    now, base = [], []
     try:
-        for fd in (shared, _open_beneath(shared, ".packages"), _open_chat_dir(*req["uploads"])):
-            st = os.fstat(fd)
-            want.append((st.st_dev, st.st_ino))
-            if fd != shared:
-                os.close(fd)
+        try:
+            now.append(_open_chat_dir(*req["shared"]))
+            now.append(_open_beneath(now[0], ".packages"))
+            now.append(_open_chat_dir(*req["uploads"]))
+            for p in ("app/shared", "app/shared/.packages", "app/uploads"):
+                base.append(_open_beneath(root, p))
+        except OSError:
+            return False  # the build reports the chat's own errors
+        for i, (x, y) in enumerate(zip(map(os.fstat, now), map(os.fstat, base))):
+            if (x.st_dev, x.st_ino) != (y.st_dev, y.st_ino) or (i > 0 and not os.fstatvfs(base[i]).f_flag & 1):
+                return False
     finally:
-        os.close(shared)
-    own = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        _chk(libc.setns(mntns, CLONE_NEWNS), "join the chat's base mount namespace")
-        for (path, ro), ids in zip((("/app/shared", False), ("/app/shared/.packages", True), ("/app/uploads", True)), want):
-            try:
-                fd = os.open(path, O_PATH | os.O_CLOEXEC | os.O_NOFOLLOW)
-            except OSError:
-                break
-            try:
-                st = os.fstat(fd)
-                if (st.st_dev, st.st_ino) != ids or (ro and not os.fstatvfs(fd).f_flag & 1):
-                    break
-            finally:
-                os.close(fd)
-        else:
-            return True
-        _chk(libc.setns(own, CLONE_NEWNS), "leave a stale base mount namespace")
-        return False
-    finally:
-        os.close(own)
+        for fd in now + base:
+            os.close(fd)
+    _chk(libc.setns(mntns, CLONE_NEWNS), "join the chat's base mount namespace")
+    return True
 
 
 def _run_mounts(req, fds):
@@ -444,7 +433,8 @@ def _run_mounts(req, fds):
 # each and sends it here (_keep, on _KEEP_CHILD, before it drops its
 # privileges); the template keeps up to _KEPT_MAX of each kind, each until
 # it has gone _KEPT_IDLE seconds unused.
-_KEPT = {b"net": {}, b"mnt": {}}  # kind -> key -> [fd, last use (monotonic)]
+_KEPT = {b"net": {}, b"mnt": {}}  # kind -> key -> [fds, last use (monotonic)]
+_KEPT_FDS = {b"net": 1, b"mnt": 2}  # the namespace; the base's root
 _KEPT_MAX = 256
 _KEPT_IDLE = 300.0
 _KEEP_PARENT, _KEEP_CHILD = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -459,17 +449,21 @@ def _mntns_key(req):
     return str(int(req["uid"])) + ("n" if req.get("network") else "")
 
 
-def _keep(kind, key, path):
-    """Sends the namespace at path (this run's new one) to the template
-    for the chat's next runs (best effort: a run that cannot still runs)."""
+def _keep(kind, key, path, root=None):
+    """Sends the namespace at path (this run's new one), and the directory
+    root opened in it, to the template for the chat's next runs (best
+    effort: a run that cannot still runs)."""
+    fds = []
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            socket.send_fds(_KEEP_CHILD, [kind + b" " + key.encode()], [fd])
-        finally:
-            os.close(fd)
+        fds.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+        if root is not None:
+            fds.append(os.open(root, O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
+        socket.send_fds(_KEEP_CHILD, [kind + b" " + key.encode()], fds)
     except OSError:
         pass
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def _kept_received():
@@ -478,35 +472,34 @@ def _kept_received():
     already share it; a base mount namespace replaces the kept one, which
     its sender found stale (or, two first runs at once, is as good)."""
     try:
-        msg, fds, _flags, _addr = socket.recv_fds(_KEEP_PARENT, 1 << 12, 1, socket.MSG_DONTWAIT)
+        msg, fds, _flags, _addr = socket.recv_fds(_KEEP_PARENT, 1 << 12, 2, socket.MSG_DONTWAIT)
     except (BlockingIOError, InterruptedError):
-        return
-    for fd in fds[1:]:
-        os.close(fd)
-    if not fds:
         return
     kind, _, key = msg.partition(b" ")
     kept = _KEPT.get(kind)
-    if kept is None or (kind == b"net" and key in kept):
-        os.close(fds[0])
+    if kept is None or len(fds) != _KEPT_FDS[kind] or (kind == b"net" and key in kept):
+        for fd in fds:
+            os.close(fd)
         return
     old = kept.get(key)
     if old is not None:
-        os.close(old[0])
-    kept[key] = [fds[0], time.monotonic()]
+        for fd in old[0]:
+            os.close(fd)
+    kept[key] = [fds, time.monotonic()]
 
 
 def _kept_for(kind, key):
-    """The kept namespace of kind under key (a descriptor the run's child
-    inherits), or None; forgets those unused too long, and the least
-    recently used past the bound."""
+    """The kept namespace of kind under key (its descriptors, which the
+    run's child inherits), or None; forgets those unused too long, and the
+    least recently used past the bound."""
     kept = _KEPT[kind]
     now = time.monotonic()
-    for k in [k for k, v in kept.items() if now - v[1] > _KEPT_IDLE]:
-        os.close(kept.pop(k)[0])
-    while len(kept) > _KEPT_MAX:
-        k = min(kept, key=lambda k: kept[k][1])
-        os.close(kept.pop(k)[0])
+    drop = [k for k, v in kept.items() if now - v[1] > _KEPT_IDLE]
+    while len(kept) - len(drop) > _KEPT_MAX:
+        drop.append(min((k for k in kept if k not in drop), key=lambda k: kept[k][1]))
+    for k in drop:
+        for fd in kept.pop(k)[0]:
+            os.close(fd)
     e = kept.get(key.encode())
     if e is None:
         return None
@@ -634,7 +627,8 @@ def _serve(ctl, own_pid_ns, msg, fds):
     try:
         req = json.loads(msg)
         reply = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, fds[0])
-        req["_netns"] = None if req.get("network") else _kept_for(b"net", _netns_key(req))
+        netns = None if req.get("network") else _kept_for(b"net", _netns_key(req))
+        req["_netns"] = netns[0] if netns else None
         req["_mntns"] = _kept_for(b"mnt", _mntns_key(req))
     except (ValueError, OSError, IndexError, KeyError, TypeError):
         for fd in fds:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -127,9 +128,13 @@ func TestTemplateChildIsIsolated(t *testing.T) {
 	os.WriteFile(filepath.Join(other, "secret"), []byte("other chat"), 0o644)
 	spec := templateSpec(t, data, uid)
 	spec.Limits.MemoryBytes, spec.Limits.TmpBytes = 512<<20, 1<<20
-	// The data directory's path, not as a literal: the run's own source
-	// is in its memory.
-	o := runTemplate(t, r, spec, fmt.Sprintf("DATA = bytes.fromhex(%q).decode()\n", hex.EncodeToString([]byte(data)))+`
+	// The first run builds the chat's base mount namespace, the second
+	// copies it (its root is the same filesystem): both are isolated.
+	var roots [2]float64
+	for run := range 2 {
+		// The data directory's path, not as a literal: the run's own source
+		// is in its memory.
+		o := runTemplate(t, r, spec, fmt.Sprintf("DATA = bytes.fromhex(%q).decode()\n", hex.EncodeToString([]byte(data)))+`
 import ctypes, gc, json, os, resource, socket, sys
 # What the template handed this run (its request: host paths) is
 # reachable from no frame and no object.
@@ -165,6 +170,7 @@ res = {
     "root": sorted(os.listdir("/")),
     "mem": resource.getrlimit(resource.RLIMIT_AS)[0],
     "leaks": leaks,
+    "rootdev": os.stat("/").st_dev,
 }
 for name, path in (("usr", "/usr/nekro-test"), ("rootfs", "/nekro-test"), ("packages", "/app/shared/.packages/x"), ("uploads", "/app/uploads/x")):
     try:
@@ -183,33 +189,38 @@ with open("/app/shared/mine", "w") as f:
 print(json.dumps(res))
 raise SystemExit(3)
 `)
-	var res map[string]any
-	if err := json.Unmarshal([]byte(strings.TrimSpace(o.Output)), &res); err != nil {
-		t.Fatalf("%v: %+v", err, o)
-	}
-	want := map[string]any{
-		"ids":  []any{float64(uid), float64(uid), float64(uid), []any{}},
-		"caps": []any{"0000000000000000", "0000000000000000", "0000000000000000", "0000000000000000"},
-		"nnp":  "1", "seccomp": "2", "pids": []any{"1"}, "ifaces": []any{"lo"},
-		"setuid0": float64(unix.EPERM), "userns": float64(unix.EPERM), "mount": float64(unix.EPERM),
-		"ptrace1": float64(unix.EPERM), "host": false,
-		"root": []any{"app", "bin", "dev", "etc", "lib", "lib64", "proc", "sbin", "tmp", "usr"},
-		"mem":  float64(512 << 20),
-		"usr":  float64(unix.EROFS), "rootfs": float64(unix.EROFS), "packages": float64(unix.EROFS), "uploads": float64(unix.EROFS),
-		"tmpfull": float64(unix.ENOSPC), "leaks": []any{},
-	}
-	for k, v := range want {
-		if got := fmt.Sprint(res[k]); got != fmt.Sprint(v) {
-			t.Errorf("%s: %s, want %s", k, got, fmt.Sprint(v))
+		var res map[string]any
+		if err := json.Unmarshal([]byte(strings.TrimSpace(o.Output)), &res); err != nil {
+			t.Fatalf("%v: %+v", err, o)
 		}
+		want := map[string]any{
+			"ids":  []any{float64(uid), float64(uid), float64(uid), []any{}},
+			"caps": []any{"0000000000000000", "0000000000000000", "0000000000000000", "0000000000000000"},
+			"nnp":  "1", "seccomp": "2", "pids": []any{"1"}, "ifaces": []any{"lo"},
+			"setuid0": float64(unix.EPERM), "userns": float64(unix.EPERM), "mount": float64(unix.EPERM),
+			"ptrace1": float64(unix.EPERM), "host": false,
+			"root": []any{"app", "bin", "dev", "etc", "lib", "lib64", "proc", "sbin", "tmp", "usr"},
+			"mem":  float64(512 << 20),
+			"usr":  float64(unix.EROFS), "rootfs": float64(unix.EROFS), "packages": float64(unix.EROFS), "uploads": float64(unix.EROFS),
+			"tmpfull": float64(unix.ENOSPC), "leaks": []any{},
+		}
+		for k, v := range want {
+			if got := fmt.Sprint(res[k]); got != fmt.Sprint(v) {
+				t.Errorf("%s: %s, want %s", k, got, fmt.Sprint(v))
+			}
+		}
+		if o.ExitCode != 3 {
+			t.Errorf("exit code %d, want 3", o.ExitCode)
+		}
+		// The chat's file on the host belongs to the chat's uid.
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join(spec.SharedDir, "mine"), &st); err != nil || int(st.Uid) != uid {
+			t.Errorf("the run's file: %v, uid %d, want %d", err, st.Uid, uid)
+		}
+		roots[run], _ = res["rootdev"].(float64)
 	}
-	if o.ExitCode != 3 {
-		t.Errorf("exit code %d, want 3", o.ExitCode)
-	}
-	// The chat's file on the host belongs to the chat's uid.
-	var st unix.Stat_t
-	if err := unix.Stat(filepath.Join(spec.SharedDir, "mine"), &st); err != nil || int(st.Uid) != uid {
-		t.Errorf("the run's file: %v, uid %d, want %d", err, st.Uid, uid)
+	if roots[0] != roots[1] {
+		t.Errorf("the second run did not copy the first's base (root devices %v)", roots)
 	}
 }
 
@@ -523,5 +534,212 @@ func TestTemplateKeepsAChatsNetworkNamespace(t *testing.T) {
 	}
 	if o := runTemplate(t, r, a, dial); o.Output != "same chat\n" {
 		t.Errorf("the chat's next run did not reach its listener: %+v", o)
+	}
+}
+
+// templateChatSpec is a run of chat name as uid, its directories made and
+// given to uid, its shared directory holding a file "who" naming it.
+func templateChatSpec(t *testing.T, data, name string, uid int) sandbox.Spec {
+	t.Helper()
+	for _, d := range []string{"sandboxes", "uploads"} {
+		dir := filepath.Join(data, d, name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		os.Chown(dir, uid, uid)
+	}
+	spec := templateSpec(t, data, uid)
+	spec.SharedDir, spec.UploadsDir = filepath.Join(data, "sandboxes", name), filepath.Join(data, "uploads", name)
+	spec.Files["chat_key"] = []byte(name)
+	if err := os.WriteFile(filepath.Join(spec.SharedDir, "who"), []byte(name), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+// baseProbe is what a run reports of its mount namespace (baseProbeCode).
+type baseProbe struct {
+	Root   uint64   // the root's device: the base's, shared by the runs that copy it
+	Who    string   // /app/shared/who
+	Tmp    []string // /tmp, /dev/shm, /dev/pts and /app/.nekro
+	Shm    []string
+	Pts    []string
+	Nekro  []string
+	Pids   []string
+	PidNS  string
+	Mounts []string // mount points, as /proc/self/mountinfo lists them
+	RO     []int    // errnos writing the package layer and uploads
+}
+
+// baseProbeCode prints a baseProbe, then leaves a file of its own in
+// /tmp and /dev/shm and a pty open, and runs then.
+const baseProbeCode = `
+import json, os
+def ls(p):
+    return sorted(os.listdir(p))
+def ro(p):
+    try:
+        open(p, "w").close()
+        return 0
+    except OSError as e:
+        return e.errno
+print(json.dumps({"Root": os.stat("/").st_dev, "Who": open("/app/shared/who").read(),
+    "Tmp": ls("/tmp"), "Shm": ls("/dev/shm"), "Pts": ls("/dev/pts"), "Nekro": ls("/app/.nekro"),
+    "Pids": sorted(p for p in os.listdir("/proc") if p.isdigit()), "PidNS": os.readlink("/proc/self/ns/pid"),
+    "Mounts": [l.split()[4] for l in open("/proc/self/mountinfo")],
+    "RO": [ro("/app/shared/.packages/x"), ro("/app/uploads/x")]}), flush=True)
+for p in ("/tmp/mine", "/dev/shm/mine"):
+    open(p, "w").write("left by a run")
+pty = os.openpty()
+`
+
+// probeBase runs baseProbeCode (then code) in spec's chat.
+func probeBase(t *testing.T, r *Runner, spec sandbox.Spec, code string) baseProbe {
+	t.Helper()
+	o := runTemplate(t, r, spec, baseProbeCode+code)
+	var p baseProbe
+	line, _, _ := strings.Cut(o.Output, "\n")
+	if err := json.Unmarshal([]byte(line), &p); err != nil {
+		t.Fatalf("%v: %+v", err, o)
+	}
+	return p
+}
+
+// The runs of one chat copy a base mount namespace the template keeps
+// (their root is one filesystem), and nothing one run mounted or wrote
+// outside the chat's directories is in the next one's, nor in a run
+// running at the same time; another chat, or another chat given the same
+// uid, gets a base of its own; a chat whose directories changed (a new
+// volume, a new directory, a package layer made again) gets a new base
+// showing them.
+func TestTemplateKeepsAChatsBaseMountNamespace(t *testing.T) {
+	uid := templateUIDs.First + 13
+	r, data := templateRunner(t, uid)
+	a := templateChatSpec(t, data, "c1", uid)
+	a.Files["only_the_first_run"] = []byte("x")
+	first := probeBase(t, r, a, "")
+	delete(a.Files, "only_the_first_run")
+	// The first run's base reaches the template while that run starts: a
+	// later run gets it.
+	var next baseProbe
+	for deadline := time.Now().Add(time.Minute); ; {
+		next = probeBase(t, r, a, "")
+		if next.Root == first.Root {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the chat's runs never shared a base: root %d, then %d", first.Root, next.Root)
+		}
+		first = next
+	}
+	// prev is a run whose PID namespace is still alive (its number not
+	// given to another).
+	clean := func(what string, p baseProbe, prev baseProbe) {
+		t.Helper()
+		if len(p.Tmp) != 0 || len(p.Shm) != 0 || fmt.Sprint(p.Pts) != "[ptmx]" || slices.Contains(p.Nekro, "only_the_first_run") {
+			t.Errorf("%s sees another run's: /tmp %v, /dev/shm %v, /dev/pts %v, /app/.nekro %v", what, p.Tmp, p.Shm, p.Pts, p.Nekro)
+		}
+		if fmt.Sprint(p.Pids) != "[1]" || p.PidNS == prev.PidNS {
+			t.Errorf("%s's /proc: pids %v, namespace %s (the previous run's %s)", what, p.Pids, p.PidNS, prev.PidNS)
+		}
+		seen := map[string]bool{}
+		for _, m := range p.Mounts {
+			if seen[m] {
+				t.Errorf("%s has two mounts at %s: %v", what, m, p.Mounts)
+			}
+			seen[m] = true
+		}
+		if p.RO[0] != int(unix.EROFS) || p.RO[1] != int(unix.EROFS) {
+			t.Errorf("%s: the package layer and uploads are writable: %v", what, p.RO)
+		}
+	}
+	clean("the next run", next, first) // the base's /proc holds the first run's PID namespace
+	if next.Who != "c1" {
+		t.Errorf("the next run's shared directory: %q", next.Who)
+	}
+
+	// A run of the chat while another runs: each has its own.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := r.Start(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	live := filepath.Join(a.SharedDir, "live")
+	if err := p.Release(ctx, []byte(baseProbeCode+"open('/app/shared/live', 'w').close()\nimport time\ntime.sleep(30)\n")); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(live); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			o, _ := p.Wait(ctx, time.Second)
+			t.Fatalf("the running run never started: %+v", o)
+		}
+	}
+	during := probeBase(t, r, a, "")
+	p.Kill()
+	o, _ := p.Wait(ctx, 10*time.Second)
+	var running baseProbe
+	line, _, _ := strings.Cut(o.Output, "\n")
+	if err := json.Unmarshal([]byte(line), &running); err != nil {
+		t.Fatalf("%v: %+v", err, o)
+	}
+	if during.Root != first.Root || running.Root != first.Root {
+		t.Errorf("two runs at once did not copy the chat's base: roots %d and %d, the base's %d", running.Root, during.Root, first.Root)
+	}
+	clean("a run beside another", during, running)
+
+	// Another chat; another chat with the same uid (a chat's uid given
+	// to another); then the first chat again.
+	b := templateChatSpec(t, data, "c2", uid+1)
+	if o := probeBase(t, r, b, ""); o.Root == first.Root || o.Who != "c2" {
+		t.Errorf("another chat's run: root %d (the first chat's %d), shared %q", o.Root, first.Root, o.Who)
+	}
+	c := templateChatSpec(t, data, "c3", uid)
+	if o := probeBase(t, r, c, ""); o.Root == first.Root || o.Who != "c3" {
+		t.Errorf("a chat given the first chat's uid: root %d (the first chat's %d), shared %q", o.Root, first.Root, o.Who)
+	}
+	if o := probeBase(t, r, a, ""); o.Who != "c1" {
+		t.Errorf("the first chat after the other with its uid: shared %q", o.Who)
+	}
+
+	// A new volume at the chat's shared directory, then a new directory
+	// there, then its package layer made again: each run sees what is
+	// there now, the layer read-only.
+	probeBase(t, r, a, "") // its base is kept again
+	if err := unix.Mount("tmpfs", a.SharedDir, "tmpfs", 0, "size=1m,mode=0700"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(a.SharedDir, unix.MNT_DETACH) })
+	os.Chown(a.SharedDir, uid, uid)
+	os.WriteFile(filepath.Join(a.SharedDir, "who"), []byte("c1 on a new volume"), 0o644)
+	if o := probeBase(t, r, a, ""); o.Who != "c1 on a new volume" || o.Root == first.Root {
+		t.Errorf("after a new volume: shared %q, root %d (before: %d)", o.Who, o.Root, first.Root)
+	}
+	vol := probeBase(t, r, a, "")
+	if err := unix.Unmount(a.SharedDir, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	os.Rename(a.SharedDir, a.SharedDir+".old")
+	templateChatSpec(t, data, "c1", uid)
+	os.WriteFile(filepath.Join(a.SharedDir, "who"), []byte("c1 reset"), 0o644)
+	reset := probeBase(t, r, a, "")
+	if reset.Who != "c1 reset" || reset.Root == vol.Root {
+		t.Errorf("after a new directory: shared %q, root %d (before: %d)", reset.Who, reset.Root, vol.Root)
+	}
+	probeBase(t, r, a, "")
+	layer := filepath.Join(a.SharedDir, sandbox.PackagesDirName)
+	if err := os.RemoveAll(layer); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sandbox.EnsurePackagesDir(a.SharedDir, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(layer, "new"), nil, 0o644)
+	if o := probeBase(t, r, a, "print(os.listdir('/app/shared/.packages'))\n"); o.RO[0] != int(unix.EROFS) || o.Root == reset.Root {
+		t.Errorf("after a new package layer: writable %v, root %d (before: %d)", o.RO, o.Root, reset.Root)
 	}
 }
