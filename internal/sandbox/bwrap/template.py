@@ -16,8 +16,10 @@
 # (_isolate: mount, IPC, UTS, cgroup and network namespaces, a root of its
 # own from read-only binds, the chat's directories opened without following
 # a symlink, /tmp, /dev/shm, /proc, a minimal /dev, pivot_root, lo, no
-# capability, the chat's uid, no_new_privs, the strict seccomp filter),
-# then runs boot.py's _run: the same protocol as a fresh bwrap sandbox.
+# capability, the chat's uid, no_new_privs, the strict seccomp filter; the
+# root and the network namespace from those the chat's earlier runs left
+# with the template, when it keeps them), then runs boot.py's _run: the
+# same protocol as a fresh bwrap sandbox.
 # The template answers on the request's socket with the child's pidfd, and
 # writes the child's exit status there once it has reaped it.
 #
