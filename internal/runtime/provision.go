@@ -383,6 +383,9 @@ func (p *provisioner) evict(chatKey string, now time.Time, idle time.Duration) i
 	p.mounted -= len(dirs)
 	p.leaving += len(dirs)
 	p.mu.Unlock()
+	if r, ok := p.rt.runner.(sandbox.DirReleaser); ok {
+		r.ReleaseDir(c.sharedDir) // else its loop devices outlive the unmount
+	}
 	// A run starting meanwhile waits for the dir's lock, then mounts the
 	// volume again; one that took it first shares it, and this release
 	// then leaves it mounted (it is not the last holder).

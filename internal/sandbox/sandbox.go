@@ -181,6 +181,18 @@ type DirHolder interface {
 	HoldsDir(sharedDir string) bool
 }
 
+// DirReleaser is implemented by runners that keep something of a chat's
+// directories between its runs without a process of the chat (a sandbox
+// template's base mount namespace), which would keep the filesystems of
+// its volumes, and their loop devices, alive after the runtime unmounts
+// them: the runtime calls ReleaseDir before it does.
+type DirReleaser interface {
+	// ReleaseDir lets go of what the runner keeps of the chat whose
+	// shared directory (Spec.SharedDir of its runs) is sharedDir, and of
+	// its uploads; best effort. Runs then under way keep theirs.
+	ReleaseDir(sharedDir string)
+}
+
 // Warmer is implemented by runners with work every sandbox shares that
 // can be done once, ahead of the first run (matplotlib's font cache):
 // Warm starts it in the background, Warmed waits until it is done (or ctx

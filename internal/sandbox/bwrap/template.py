@@ -509,6 +509,25 @@ def _kept_for(kind, key):
     return e[0]
 
 
+def _drop_bases(dev, ino):
+    """Drops the kept bases whose /app/shared is the directory dev and ino
+    name: nekro is about to unmount the chat's volumes, whose filesystems
+    (and loop devices) a base would keep alive."""
+    kept = _KEPT[b"mnt"]
+    for k, v in list(kept.items()):
+        try:
+            fd = _open_beneath(v[0][1], "app/shared")
+            try:
+                st = os.fstat(fd)
+            finally:
+                os.close(fd)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (dev, ino):
+            for fd in kept.pop(k)[0]:
+                os.close(fd)
+
+
 def _system_exit_code(e):
     c = e.code
     if c is None:
@@ -628,6 +647,12 @@ def _serve(ctl, own_pid_ns, msg, fds):
     frame and calls _child); None in the template."""
     try:
         req = json.loads(msg)
+        if "drop" in req:
+            for fd in fds:
+                os.close(fd)
+            fds = []
+            _drop_bases(*req["drop"])
+            return None
         reply = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, fds[0])
         netns = None if req.get("network") else _kept_for(b"net", _netns_key(req))
         req["_netns"] = netns[0] if netns else None

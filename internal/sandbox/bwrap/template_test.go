@@ -739,7 +739,20 @@ func TestTemplateKeepsAChatsBaseMountNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(layer, "new"), nil, 0o644)
-	if o := probeBase(t, r, a, "print(os.listdir('/app/shared/.packages'))\n"); o.RO[0] != int(unix.EROFS) || o.Root == reset.Root {
-		t.Errorf("after a new package layer: writable %v, root %d (before: %d)", o.RO, o.Root, reset.Root)
+	layered := probeBase(t, r, a, "print(os.listdir('/app/shared/.packages'))\n")
+	if layered.RO[0] != int(unix.EROFS) || layered.Root == reset.Root {
+		t.Errorf("after a new package layer: writable %v, root %d (before: %d)", layered.RO, layered.Root, reset.Root)
+	}
+
+	// The runtime has the template let go of a chat's base before it
+	// unmounts the chat's volumes (sandbox.DirReleaser); another chat's
+	// stays.
+	other := probeBase(t, r, b, "")
+	r.ReleaseDir(a.SharedDir)
+	if o := probeBase(t, r, a, ""); o.Root == layered.Root || o.Who != "c1 reset" {
+		t.Errorf("after ReleaseDir the chat's run copied the base it had: root %d, shared %q", o.Root, o.Who)
+	}
+	if o := probeBase(t, r, b, ""); o.Root != other.Root {
+		t.Errorf("ReleaseDir of one chat dropped another's base: root %d, before %d", o.Root, other.Root)
 	}
 }
