@@ -223,15 +223,14 @@ def _isolate(req, fds):
             _chk(libc.setns(netns, CLONE_NEWNET), "join the chat's network namespace")
         else:
             flags |= CLONE_NEWNET
-    if mntns is not None and _join_base(req, *mntns):
-        # A copy of the chat's base of its own: what the run mounts stays
-        # out of the base, which the chat's other runs copy.
-        _chk(libc.unshare(flags | CLONE_NEWNS), "unshare")
-    else:
-        _chk(libc.unshare(flags | CLONE_NEWNS), "unshare")
+    joined = mntns is not None and _join_base(req, *mntns)
+    _chk(libc.unshare(flags | CLONE_NEWNS), "unshare")
+    if not joined:
         _build_base(req, net)
         _keep(b"mnt", _mntns_key(req), "/proc/self/ns/mnt", "/")
         _chk(libc.unshare(CLONE_NEWNS), "unshare the base")
+    # A copy of the chat's base of its own: what the run mounts stays out
+    # of the base, which the chat's other runs copy.
     _run_mounts(req, fds)
     if not net and netns is None:
         _lo_up()
@@ -425,8 +424,9 @@ def _run_mounts(req, fds):
 # base (_join_base, which checks it still binds the chat's directories),
 # unshares a copy of its ~30 mounts and mounts only what is its own
 # (_run_mounts): no run's files, /proc, /tmp, /dev/pts or /dev/shm is in
-# the base. A base keeps the chat's directories' filesystems alive (its
-# volumes' loop devices bound) after nekro unmounts them, until dropped.
+# the base. A base would keep the chat's directories' filesystems alive
+# (its volumes' loop devices bound) after nekro unmounts them: nekro has
+# it dropped first (a "drop" request: _drop_bases).
 #
 # Chats never share one: the key is the chat's uid, which no other chat
 # has (and which is all a run learns of the other chats from the
