@@ -434,11 +434,15 @@ def _run_mounts(req, fds):
 # the directories the run's request names. The first run of a chat makes
 # each and sends it here (_keep, on _KEEP_CHILD, before it drops its
 # privileges); the template keeps up to _KEPT_MAX of each kind, each until
-# it has gone _KEPT_IDLE seconds unused.
-_KEPT = {b"net": {}, b"mnt": {}}  # kind -> key -> [fds, last use (monotonic)]
+# it has gone _KEPT_IDLE seconds unused, and a base no longer than
+# _BASE_AGE seconds: its binds of the system's files (/etc/ld.so.cache,
+# /etc/resolv.conf, ...) are of the files as they were when it was built,
+# which a package upgrade or the resolver may since have replaced.
+_KEPT = {b"net": {}, b"mnt": {}}  # kind -> key -> [fds, last use, made (monotonic)]
 _KEPT_FDS = {b"net": 1, b"mnt": 2}  # the namespace; the base's root
 _KEPT_MAX = 256
 _KEPT_IDLE = 300.0
+_BASE_AGE = 300.0
 _KEEP_PARENT, _KEEP_CHILD = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 
 
@@ -487,16 +491,18 @@ def _kept_received():
     if old is not None:
         for fd in old[0]:
             os.close(fd)
-    kept[key] = [fds, time.monotonic()]
+    now = time.monotonic()
+    kept[key] = [fds, now, now]
 
 
 def _kept_for(kind, key):
     """The kept namespace of kind under key (its descriptors, which the
-    run's child inherits), or None; forgets those unused too long, and the
-    least recently used past the bound."""
+    run's child inherits), or None; forgets those unused too long, bases
+    kept too long, and the least recently used past the bound."""
     kept = _KEPT[kind]
     now = time.monotonic()
-    drop = [k for k, v in kept.items() if now - v[1] > _KEPT_IDLE]
+    age = _BASE_AGE if kind == b"mnt" else float("inf")
+    drop = [k for k, v in kept.items() if now - v[1] > _KEPT_IDLE or now - v[2] > age]
     while len(kept) - len(drop) > _KEPT_MAX:
         drop.append(min((k for k in kept if k not in drop), key=lambda k: kept[k][1]))
     for k in drop:

@@ -709,15 +709,17 @@ func TestTemplateKeepsAChatsBaseMountNamespace(t *testing.T) {
 	// A new volume at the chat's shared directory, then a new directory
 	// there, then its package layer made again: each run sees what is
 	// there now, the layer read-only.
-	probeBase(t, r, a, "") // its base is kept again
+	// (A base's root device number is another's once the first is gone:
+	// a new base is told apart from one still kept, or held by a run.)
+	kept := probeBase(t, r, a, "") // its base is kept again
 	if err := unix.Mount("tmpfs", a.SharedDir, "tmpfs", 0, "size=1m,mode=0700"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Unmount(a.SharedDir, unix.MNT_DETACH) })
 	os.Chown(a.SharedDir, uid, uid)
 	os.WriteFile(filepath.Join(a.SharedDir, "who"), []byte("c1 on a new volume"), 0o644)
-	if o := probeBase(t, r, a, ""); o.Who != "c1 on a new volume" || o.Root == first.Root {
-		t.Errorf("after a new volume: shared %q, root %d (before: %d)", o.Who, o.Root, first.Root)
+	if o := probeBase(t, r, a, ""); o.Who != "c1 on a new volume" || o.Root == kept.Root {
+		t.Errorf("after a new volume: shared %q, root %d (before: %d)", o.Who, o.Root, kept.Root)
 	}
 	vol := probeBase(t, r, a, "")
 	if err := unix.Unmount(a.SharedDir, unix.MNT_DETACH); err != nil {
@@ -748,10 +750,31 @@ func TestTemplateKeepsAChatsBaseMountNamespace(t *testing.T) {
 	// unmounts the chat's volumes (sandbox.DirReleaser); another chat's
 	// stays.
 	other := probeBase(t, r, b, "")
+	hold, err := r.Start(ctx, a) // a run of the base, which keeps its root's number
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Kill()
+	held := filepath.Join(a.SharedDir, "held")
+	if err := hold.Release(ctx, []byte("open('/app/shared/held', 'w').write(str(__import__('os').stat('/').st_dev))\nimport time\ntime.sleep(30)\n")); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(held); err == nil && len(b) > 0 {
+			if string(b) != fmt.Sprint(layered.Root) {
+				t.Errorf("the holding run did not copy the chat's base: root %s, the base's %d", b, layered.Root)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the holding run never started")
+		}
+	}
 	r.ReleaseDir(a.SharedDir)
 	if o := probeBase(t, r, a, ""); o.Root == layered.Root || o.Who != "c1 reset" {
 		t.Errorf("after ReleaseDir the chat's run copied the base it had: root %d, shared %q", o.Root, o.Who)
 	}
+	hold.Kill()
 	if o := probeBase(t, r, b, ""); o.Root != other.Root {
 		t.Errorf("ReleaseDir of one chat dropped another's base: root %d, before %d", o.Root, other.Root)
 	}
