@@ -516,18 +516,7 @@ func TestTemplateKeepsAChatsNetworkNamespace(t *testing.T) {
 	defer p.Kill()
 	listen := "import socket, time\ns = socket.socket()\ns.bind(('127.0.0.1', 40123))\ns.listen()\n" +
 		"open('/app/shared/listening', 'w').close()\nc, _ = s.accept()\nc.sendall(b'same chat')\ntime.sleep(30)\n"
-	if err := p.Release(ctx, []byte(listen)); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(out); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			o, _ := p.Wait(ctx, time.Second)
-			t.Fatalf("the listener never listened: %+v", o)
-		}
-	}
+	releaseUntil(ctx, t, p, listen, out, "the listener never listened")
 	dial := "import socket\ntry:\n    c = socket.create_connection(('127.0.0.1', 40123), timeout=5)\n    print(c.recv(100).decode())\nexcept OSError as e:\n    print('refused', e.errno)\n"
 	if o := runTemplate(t, r, b, dial); !strings.HasPrefix(o.Output, "refused") {
 		t.Errorf("another chat reached the chat's listener: %+v", o)
@@ -667,18 +656,7 @@ func TestTemplateKeepsAChatsBaseMountNamespace(t *testing.T) {
 	}
 	defer p.Kill()
 	live := filepath.Join(a.SharedDir, "live")
-	if err := p.Release(ctx, []byte(baseProbeCode+"open('/app/shared/live', 'w').close()\nimport time\ntime.sleep(30)\n")); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(live); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			o, _ := p.Wait(ctx, time.Second)
-			t.Fatalf("the running run never started: %+v", o)
-		}
-	}
+	releaseUntil(ctx, t, p, baseProbeCode+"open('/app/shared/live', 'w').close()\nimport time\ntime.sleep(30)\n", live, "the running run never started")
 	during := probeBase(t, r, a, "")
 	p.Kill()
 	o, _ := p.Wait(ctx, 10*time.Second)
@@ -777,5 +755,24 @@ func TestTemplateKeepsAChatsBaseMountNamespace(t *testing.T) {
 	hold.Kill()
 	if o := probeBase(t, r, b, ""); o.Root != other.Root {
 		t.Errorf("ReleaseDir of one chat dropped another's base: root %d, before %d", o.Root, other.Root)
+	}
+}
+
+// releaseUntil releases p with code and waits, up to a minute, for the
+// file the code writes once it got as far as the test needs (failing
+// with what, and the run's outcome, if it never does).
+func releaseUntil(ctx context.Context, t *testing.T, p sandbox.Process, code, file, what string) {
+	t.Helper()
+	if err := p.Release(ctx, []byte(code)); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(file); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			o, _ := p.Wait(ctx, time.Second)
+			t.Fatalf("%s: %+v", what, o)
+		}
 	}
 }
