@@ -43,7 +43,10 @@ type Config struct {
 	// SpareIdle discards a spare unused this long; default
 	// DefaultSpareIdle.
 	SpareIdle time.Duration
-	// MaxSpares bounds the warm sandboxes kept; default 32.
+	// MaxSpares bounds the warm sandboxes kept for runs that may come;
+	// default 32. A prewarm (Prewarm: a run is coming) evicts the longest
+	// idle of them when the pool is full, and starts even when none can
+	// go: the runs coming are bounded by their callers.
 	MaxSpares int
 	// SharedIdle empties a sandbox's /app/shared once no run has used it
 	// for this long, as the reference does after 30 minutes. Zero keeps
