@@ -65,8 +65,12 @@ type LoadPass struct {
 	// sampler and baseline runs; Settled adds what it used after the last
 	// answer until it went quiet (zygotes and spares still starting).
 	CPU, Settled time.Duration
-	First, Rest  stats.Stats // post-to-answer of each chat's first message, and of the others
-	All          stats.Stats
+	// MachineCPU is the whole machine's busy CPU time during the pass
+	// (/proc/stat): kernel threads (loop devices, ext4's journal, network
+	// namespaces' cleanup) and every other process included.
+	MachineCPU  time.Duration
+	First, Rest stats.Stats // post-to-answer of each chat's first message, and of the others
+	All         stats.Stats
 	// The stages of post-to-answer, over all messages: the POST until it
 	// answered; from the POST until a turn claimed the message (its event
 	// "turn running" arrived: the wait for a turn slot); from then until
@@ -250,6 +254,7 @@ func loadPass(ctx context.Context, c *loadClient, smp *sampler, opt LoadOptions,
 	}
 	smp.start()
 	before := sampleTree(smp.cg, false)
+	machineBefore := machineBusy()
 	start := time.Now()
 
 	var mu sync.Mutex
@@ -281,6 +286,7 @@ func loadPass(ctx context.Context, c *loadClient, smp *sampler, opt LoadOptions,
 	}
 	wg.Wait()
 	pass.Wall = time.Since(start)
+	pass.MachineCPU = machineBusy() - machineBefore
 	excluded := smp.pause() // first: no baseline run is then in flight
 	after := sampleTree(smp.cg, true)
 	close(errc)
@@ -384,6 +390,8 @@ func report(w io.Writer, cfg app.Config, opt LoadOptions, res *LoadResult) {
 		settled := p.Settled / time.Duration(max(1, p.Turns))
 		fmt.Fprintf(w, "    CPU per turn (nekro and its children): %s, %s of a bare interpreter's start; %s once the tree went quiet (%s)\n",
 			msf(perTurn), stats.Ratio(perTurn, res.BareCPU.P50), msf(settled), stats.Ratio(settled, res.BareCPU.P50))
+		fmt.Fprintf(w, "    the whole machine's busy CPU per turn (kernel threads and other processes too): %s\n",
+			msf(p.MachineCPU/time.Duration(max(1, p.Turns))))
 		fmt.Fprintf(w, "    peak PSS of the tree %s, processes peak %d, at the end %d (PSS %s)\n",
 			mib(p.PeakPSS), p.PeakProcs, p.EndProcs, mib(p.EndPSS))
 		fmt.Fprintf(w, "    volumes mounted at the end %d, loop devices bound to them %d\n", p.EndVolumes, p.EndLoops)

@@ -175,3 +175,29 @@ func (g *cpuGroup) close() {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// machineBusy is the machine's busy CPU time so far, every CPU summed
+// (/proc/stat: all but idle and iowait); 0 when it cannot be read.
+func machineBusy() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0
+	}
+	var busy int64
+	for i, v := range f[1:8] { // user nice system idle iowait irq softirq
+		if i == 3 || i == 4 {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0
+		}
+		busy += n
+	}
+	return time.Duration(busy) * clockTick
+}
