@@ -491,11 +491,11 @@ func (r *Runner) forkRun(ctx context.Context, t *template, spec sandbox.Spec) (s
 		// waits for it before the release. Unlike bwrap's, the child is
 		// one process until then (boot.py forks nothing before its
 		// code comes), and what it forks after the move starts in the
-		// group: one move is enough.
+		// group: moving it alone is enough.
 		p0.joined = make(chan struct{})
 		go func() {
 			defer close(p0.joined)
-			p0.joinErr = p0.group.AddTree(pid)
+			p0.joinErr = p0.group.Add(pid)
 		}()
 	}
 	return p0, nil
