@@ -28,7 +28,6 @@ import (
 	"github.com/nekro-go/nekro/internal/bench/stats"
 	"github.com/nekro-go/nekro/internal/chat"
 	"github.com/nekro-go/nekro/internal/llm"
-	"github.com/nekro-go/nekro/internal/llm/llmtest"
 	"github.com/nekro-go/nekro/internal/sandbox"
 	"github.com/nekro-go/nekro/internal/server"
 )
@@ -140,18 +139,11 @@ func Load(ctx context.Context, w io.Writer, cfg app.Config, opt LoadOptions) (*L
 	if cg != nil {
 		defer cg.close()
 	}
-	model, err := llmtest.Start(func(r llmtest.Request) llmtest.Reply {
-		ids := answering.FindStringSubmatch(r.Last())
-		if ids == nil {
-			return llmtest.Code(`send_msg_text(_ck, "answered: none")`)
-		}
-		return llmtest.Code("send_msg_text(_ck, " + strconv.Quote("answered: "+ids[1]) + ")")
-	})
+	model, err := startInstantModel()
 	if err != nil {
 		return nil, err
 	}
 	defer model.Close()
-	model.ForgetRequests() // its record is not nekro's memory
 	cfg.LLM = llm.Config{BaseURL: model.URL, Model: "instant"}
 	cfg.ModelGroups = nil
 	srv, err := app.Serve(ctx, cfg, server.Options{Listen: "127.0.0.1:0", Token: "bench", Log: cfg.Log})
