@@ -5,7 +5,8 @@
 # the chats' range 1:1, and as pid 1 of a PID namespace owned by that user
 # namespace. It holds the standard library, boot.py's functions and
 # nothing of any chat: its memory is every run's memory (a run can read it
-# through `import __main__` or gc), and its environment is empty.
+# through `import __main__` or gc), and its environment is the runs' own
+# (CFG["env"]: fixed paths and locale).
 #
 # For each fresh run the host sends, on the control socket (fd 3), a JSON
 # request and descriptors: the request's socket, the output pipe, the
@@ -236,9 +237,8 @@ def _isolate(req, fds):
         _lo_up()
         _keep(b"net", _netns_key(req), "/proc/self/ns/net")
     # The chat's uid, no capability left or to be regained.
+    # (The bounding set is empty already: main emptied the template's.)
     _chk(_prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL), "clear ambient caps")
-    for cap in _BOUNDING:
-        _chk(_prctl(PR_CAPBSET_DROP, cap), "drop bounding cap %d" % cap)
     _chk(_prctl(PR_SET_KEEPCAPS, 0), "keepcaps")
     os.setgroups([])
     os.setresgid(uid, uid, uid)
@@ -576,8 +576,6 @@ def _child(box):
         for i, fd in enumerate(high[1:]):
             os.dup2(fd, 3 + i)
         os.closerange(6, 1 << 20)
-        os.environ.clear()
-        os.environ.update(CFG["env"])
         sys.argv[:] = ["/app/.nekro/boot.py", str(req["memory"]), str(req["file"]), str(req["processes"]), "3", "4", "5"]
         if req.get("site") is not None:
             sys.argv.append(req["site"])
@@ -723,6 +721,15 @@ def main():
         sys.stderr.write("nekro template: max_user_namespaces: %s\n" % e)
         os._exit(1)
     os.close(5)  # this script
+    # What every run would do alike is done here once, and inherited: the
+    # bounding set emptied (it bounds only what an execve may gain, and
+    # the template executes nothing: it keeps its own capabilities), and
+    # the runs' environment, the same for every run (CFG["env"]). Each
+    # was 70 and 200 microseconds of a run's start.
+    for cap in _BOUNDING:
+        _chk(_prctl(PR_CAPBSET_DROP, cap), "drop bounding cap %d" % cap)
+    os.environ.clear()
+    os.environ.update(CFG["env"])
     _prctl(PR_SET_DUMPABLE, 0)
     signal.signal(signal.SIGCHLD, _reap)
     own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)

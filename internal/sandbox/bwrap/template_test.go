@@ -171,6 +171,7 @@ res = {
     "mem": resource.getrlimit(resource.RLIMIT_AS)[0],
     "leaks": leaks,
     "rootdev": os.stat("/").st_dev,
+    "env": dict(os.environ),
 }
 for name, path in (("usr", "/usr/nekro-test"), ("rootfs", "/nekro-test"), ("packages", "/app/shared/.packages/x"), ("uploads", "/app/uploads/x")):
     try:
@@ -203,6 +204,9 @@ raise SystemExit(3)
 			"mem":  float64(512 << 20),
 			"usr":  float64(unix.EROFS), "rootfs": float64(unix.EROFS), "packages": float64(unix.EROFS), "uploads": float64(unix.EROFS),
 			"tmpfull": float64(unix.ENOSPC), "leaks": []any{},
+			// The runs' own environment, a fresh bwrap run's: the
+			// template holds it for them.
+			"env": setenvs(append(systemArgs(sandbox.DefaultLimits), runEnvArgs()...)),
 		}
 		for k, v := range want {
 			if got := fmt.Sprint(res[k]); got != fmt.Sprint(v) {
@@ -222,6 +226,18 @@ raise SystemExit(3)
 	if roots[0] != roots[1] {
 		t.Errorf("the second run did not copy the first's base (root devices %v)", roots)
 	}
+}
+
+// setenvs is the environment bwrap's --setenv options in args make.
+func setenvs(args []string) map[string]any {
+	env := map[string]any{}
+	for i := 0; i+2 < len(args); i++ {
+		if args[i] == "--setenv" {
+			env[args[i+1]] = args[i+2]
+			i += 2
+		}
+	}
+	return env
 }
 
 // A chat's directory is opened without following a symlink: a shared or
