@@ -109,6 +109,7 @@ type Runner struct {
 	fontStop context.CancelFunc        // stops the build
 	fonts    atomic.Pointer[fontCache] // nil until built (fonts.go)
 	pyc      pycCache                  // the run files' byte code (pyc.go)
+	runFiles runFileCache              // template runs' files as sealed memfds (runfiles.go)
 	siteOnce sync.Once
 	siteDirs string // what site adds to sys.path, ":"-joined (site.go)
 	siteOK   bool
@@ -124,6 +125,7 @@ func (r *Runner) Close() error {
 	r.stopZygotes()
 	r.stopTemplate()
 	r.removing.Wait()
+	r.runFiles.closeAll()
 	return nil
 }
 

@@ -363,13 +363,27 @@ func (r *Runner) forkRun(ctx context.Context, t *template, spec sandbox.Spec) (s
 	}
 	reply, replyChild := os.NewFile(uintptr(sp[0]), "template-run"), os.NewFile(uintptr(sp[1]), "template-run")
 	mine, closeAfter = append(mine, reply), append(closeAfter, replyChild)
-	names := fileNames(spec)
-	send := []*os.File{replyChild}
-	for _, name := range names {
-		f, err := memFile("nekro-"+name, spec.Files[name])
+	// The files: the set of every run of this content, then the chat's
+	// key in a memfd of this run's.
+	var common []string
+	for _, name := range fileNames(spec) {
+		if name != chatKeyFile {
+			common = append(common, name)
+		}
+	}
+	set, err := r.runFiles.get(common, spec.Files)
+	if err != nil {
+		return fail(err)
+	}
+	defer r.runFiles.put(set) // once sent, the template holds copies
+	names := append([]string(nil), set.names...)
+	send := append([]*os.File{replyChild}, set.files...)
+	if b, ok := spec.Files[chatKeyFile]; ok {
+		f, err := memFile("nekro-"+chatKeyFile, b)
 		if err != nil {
 			return fail(err)
 		}
+		names = append(names, chatKeyFile)
 		closeAfter, send = append(closeAfter, f), append(send, f)
 	}
 	font := ""
@@ -404,7 +418,7 @@ func (r *Runner) forkRun(ctx context.Context, t *template, spec sandbox.Spec) (s
 		"uid": spec.UID, "network": l.Network, "tmp": l.TmpBytes,
 		"memory": l.MemoryBytes, "file": l.FileBytes, "processes": l.Processes,
 		"shared": r.chatDirAt(spec.SharedDir), "uploads": r.chatDirAt(spec.UploadsDir),
-		"files": names, "font": font, "site": site,
+		"files": names, "files_key": set.key, "font": font, "site": site,
 	})
 	rights := make([]int, len(send))
 	for i, f := range send {

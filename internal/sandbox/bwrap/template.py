@@ -227,8 +227,8 @@ def _isolate(req, fds):
     joined = mntns is not None and _join_base(req, *mntns)
     _chk(libc.unshare(flags | CLONE_NEWNS), "unshare")
     if not joined:
-        _build_base(req, net)
-        _keep(b"mnt", _mntns_key(req), "/proc/self/ns/mnt", "/")
+        _build_base(req, net, fds)
+        _keep(b"mnt", _mntns_key(req) + " " + req["files_key"], "/proc/self/ns/mnt", "/")
         _chk(libc.unshare(CLONE_NEWNS), "unshare the base")
     # A copy of the chat's base of its own: what the run mounts stays out
     # of the base, which the chat's other runs copy.
@@ -255,11 +255,11 @@ def _isolate(req, fds):
     os.chdir("/app")
 
 
-def _build_base(req, net):
+def _build_base(req, net, fds):
     """Builds, in a new mount namespace, the chat's base root and enters
-    it (pivot_root): the system's paths, the chat's directories and /dev,
-    all that does not change between the chat's runs, with empty mount
-    points for what does (/app/.nekro, /tmp, /dev/pts, /dev/shm) and a
+    it (pivot_root): the system's paths, the chat's directories, the run's
+    files and /dev, all that does not change between the chat's runs, with
+    empty mount points for what does (/tmp, /dev/pts, /dev/shm) and a
     /proc every run replaces (a namespace may mount a new proc only where
     one is visible already)."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
@@ -304,6 +304,7 @@ def _build_base(req, net):
     os.makedirs("app/shared")
     os.mkdir("app/uploads")
     os.mkdir("app/.nekro")
+    _nekro_files(req, fds)
     _bind(shared, "app/shared", False)
     os.close(shared)
     tshared = os.open("app/shared", O_PATH | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW)
@@ -366,14 +367,12 @@ def _join_base(req, mntns, root):
     return True
 
 
-def _run_mounts(req, fds):
-    """Mounts, in the run's own copy of its chat's base (the current
-    root), what is the run's alone: its files, /proc of its PID namespace,
-    /tmp, /dev/pts and /dev/shm."""
-    os.chdir("/")
-    uid, tmp = req["uid"], req["tmp"]
-    # The run's files, as bwrap's --ro-bind-data writes them: copied into
-    # a tmpfs of their own, read-only once written.
+def _nekro_files(req, fds):
+    """Writes the run's files, as bwrap's --ro-bind-data does, into a tmpfs
+    of their own at app/.nekro (beneath the current directory), read-only
+    once written. They are the same for every run of the chat while the
+    request's files_key is: the base holds them (_build_base), and a run
+    joins a base only with the same key (_kept_for)."""
     files = req["files"]
     size = sum(os.fstat(fds[i]).st_size for i in range(len(files))) + (64 << 10) * (len(files) + 1)
     _mount("tmpfs", "app/.nekro", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=%d" % size)
@@ -384,6 +383,15 @@ def _run_mounts(req, fds):
             os.makedirs(d, 0o755)
         _write_file(path, _read_fd(fds[i]), 0o555 if name.startswith("bin/") else 0o444)
     _mount(None, "app/.nekro", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def _run_mounts(req, fds):
+    """Mounts, in the run's own copy of its chat's base (the current
+    root), what is the run's alone: /proc of its PID namespace, /tmp,
+    /dev/pts and /dev/shm."""
+    os.chdir("/")
+    uid, tmp = req["uid"], req["tmp"]
+    files = req["files"]
     # The run's /proc in place of the base's (whose PID namespace is the
     # run's that built it): mounted aside while the base's is still
     # visible, which allows it, then moved over.
@@ -423,8 +431,13 @@ def _run_mounts(req, fds):
 # most of a run's isolation; a later run of the chat joins the chat's
 # base (_join_base, which checks it still binds the chat's directories),
 # unshares a copy of its ~30 mounts and mounts only what is its own
-# (_run_mounts): no run's files, /proc, /tmp, /dev/pts or /dev/shm is in
-# the base. A base would keep the chat's directories' filesystems alive
+# (_run_mounts): no run's /proc, /tmp, /dev/pts or /dev/shm is in the
+# base. The run's files (/app/.nekro, read-only) are: the same for all of
+# the chat's runs while its plugin configuration is, a run joins the base
+# only when they are the ones it holds (the request's files_key, the
+# runner's name for their content), else it builds a new one. The chat's
+# key among them is the chat's whose directories the base binds, which
+# _join_base checks. A base would keep the chat's directories' filesystems alive
 # (its volumes' loop devices bound) after nekro unmounts them: nekro has
 # it dropped first (a "drop" request: _drop_bases).
 #
@@ -482,6 +495,7 @@ def _kept_received():
     except (BlockingIOError, InterruptedError):
         return
     kind, _, key = msg.partition(b" ")
+    key, _, files_key = key.partition(b" ")  # a base's, its files' key
     kept = _KEPT.get(kind)
     if kept is None or len(fds) != _KEPT_FDS[kind] or (kind == b"net" and key in kept):
         for fd in fds:
@@ -492,13 +506,15 @@ def _kept_received():
         for fd in old[0]:
             os.close(fd)
     now = time.monotonic()
-    kept[key] = [fds, now, now]
+    kept[key] = [fds, now, now, files_key]
 
 
-def _kept_for(kind, key):
+def _kept_for(kind, key, files_key=None):
     """The kept namespace of kind under key (its descriptors, which the
     run's child inherits), or None; forgets those unused too long, bases
-    kept too long, and the least recently used past the bound."""
+    kept too long, and the least recently used past the bound. A base
+    serves only a run whose files are those it holds (files_key): for
+    another the run builds a new base, which replaces it."""
     kept = _KEPT[kind]
     now = time.monotonic()
     age = _BASE_AGE if kind == b"mnt" else float("inf")
@@ -509,7 +525,7 @@ def _kept_for(kind, key):
         for fd in kept.pop(k)[0]:
             os.close(fd)
     e = kept.get(key.encode())
-    if e is None:
+    if e is None or (files_key is not None and e[3] != files_key.encode()):
         return None
     e[1] = now
     return e[0]
@@ -660,7 +676,7 @@ def _serve(ctl, own_pid_ns, msg, fds):
         reply = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, fds[0])
         netns = None if req.get("network") else _kept_for(b"net", _netns_key(req))
         req["_netns"] = netns[0] if netns else None
-        req["_mntns"] = _kept_for(b"mnt", _mntns_key(req))
+        req["_mntns"] = _kept_for(b"mnt", _mntns_key(req), req["files_key"])
     except (ValueError, OSError, IndexError, KeyError, TypeError):
         for fd in fds:
             os.close(fd)

@@ -173,7 +173,7 @@ res = {
     "rootdev": os.stat("/").st_dev,
     "env": dict(os.environ),
 }
-for name, path in (("usr", "/usr/nekro-test"), ("rootfs", "/nekro-test"), ("packages", "/app/shared/.packages/x"), ("uploads", "/app/uploads/x")):
+for name, path in (("usr", "/usr/nekro-test"), ("rootfs", "/nekro-test"), ("packages", "/app/shared/.packages/x"), ("uploads", "/app/uploads/x"), ("nekro", "/app/.nekro/x")):
     try:
         open(path, "w").close()
         res[name] = 0
@@ -203,6 +203,7 @@ raise SystemExit(3)
 			"root": []any{"app", "bin", "dev", "etc", "lib", "lib64", "proc", "sbin", "tmp", "usr"},
 			"mem":  float64(512 << 20),
 			"usr":  float64(unix.EROFS), "rootfs": float64(unix.EROFS), "packages": float64(unix.EROFS), "uploads": float64(unix.EROFS),
+			"nekro":   float64(unix.EROFS),
 			"tmpfull": float64(unix.ENOSPC), "leaks": []any{},
 			// The runs' own environment, a fresh bwrap run's: the
 			// template holds it for them.
