@@ -134,22 +134,8 @@ func (s *runFileSet) close() {
 	s.files = nil
 }
 
-// sealedMemFile is memFile's content in a memfd sealed against any
-// change: every run of its content gets the same descriptor.
+// sealedMemFile is memFile's file sealed against any change: every run
+// of its content gets the same descriptor.
 func sealedMemFile(name string, b []byte) (*os.File, error) {
-	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	if err != nil {
-		return nil, fmt.Errorf("memfd %s: %w", name, err)
-	}
-	f := os.NewFile(uintptr(fd), name)
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("memfd %s: %w", name, err)
-	}
-	seals := unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("memfd %s: seal: %w", name, err)
-	}
-	return f, nil
+	return newMemFile(name, b, unix.F_SEAL_SEAL|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE)
 }

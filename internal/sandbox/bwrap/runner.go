@@ -452,10 +452,20 @@ func (r *Runner) PassesConn() bool { return true }
 
 var _ sandbox.ConnPasser = (*Runner)(nil)
 
-// memFile returns a sealed-size in-memory file holding b, read from its
-// start: how bwrap receives the seccomp program and the run's files.
+// memFile returns an in-memory file holding b, read from its start: how
+// bwrap receives the seccomp program and the run's files.
 func memFile(name string, b []byte) (*os.File, error) {
-	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	return newMemFile(name, b, 0)
+}
+
+// newMemFile is memFile with the seals given added once b is written (0:
+// none).
+func newMemFile(name string, b []byte, seals int) (*os.File, error) {
+	flags := unix.MFD_CLOEXEC
+	if seals != 0 {
+		flags |= unix.MFD_ALLOW_SEALING
+	}
+	fd, err := unix.MemfdCreate(name, flags)
 	if err != nil {
 		return nil, fmt.Errorf("memfd %s: %w", name, err)
 	}
@@ -467,6 +477,12 @@ func memFile(name string, b []byte) (*os.File, error) {
 	if _, err := f.Seek(0, 0); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("memfd %s: %w", name, err)
+	}
+	if seals != 0 {
+		if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, seals); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("memfd %s: seal: %w", name, err)
+		}
 	}
 	return f, nil
 }

@@ -432,14 +432,15 @@ def _run_mounts(req, fds):
 # base (_join_base, which checks it still binds the chat's directories),
 # unshares a copy of its ~30 mounts and mounts only what is its own
 # (_run_mounts): no run's /proc, /tmp, /dev/pts or /dev/shm is in the
-# base. The run's files (/app/.nekro, read-only) are: the same for all of
-# the chat's runs while its plugin configuration is, a run joins the base
-# only when they are the ones it holds (the request's files_key, the
-# runner's name for their content), else it builds a new one. The chat's
-# key among them is the chat's whose directories the base binds, which
-# _join_base checks. A base would keep the chat's directories' filesystems alive
-# (its volumes' loop devices bound) after nekro unmounts them: nekro has
-# it dropped first (a "drop" request: _drop_bases).
+# base. The run's files (/app/.nekro, read-only) are: they are the same
+# for all of the chat's runs while its plugin configuration is, and a run
+# joins the base only when they are the ones it holds (the request's
+# files_key, the runner's name for their content), else it builds a new
+# one. The chat's key among them is that of the chat whose directories
+# the base binds, which _join_base checks. A base would keep the chat's
+# directories' filesystems alive (its volumes' loop devices bound) after
+# nekro unmounts them: nekro has it dropped first (a "drop" request:
+# _drop_bases).
 #
 # Chats never share one: the key is the chat's uid, which no other chat
 # has (and which is all a run learns of the other chats from the
