@@ -154,7 +154,7 @@ func (rt *Runtime) Exec(ctx context.Context, req ExecRequest) (*ExecResult, erro
 		// (spares.ran).
 		defer rt.bg.Go(func() {
 			time.Sleep(spareDelay)
-			rt.spawnSpare(req.ChatKey, limits, methods, time.Time{})
+			rt.spawnSpare(req.ChatKey, limits, methods)
 		})
 	}
 	for {

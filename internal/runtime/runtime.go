@@ -132,14 +132,14 @@ type UIDs interface {
 
 // Runtime is an open nekro instance.
 type Runtime struct {
-	cfg      Config
-	layout   files.Layout
-	runner   sandbox.Runner
-	log      *slog.Logger
-	runSlots *slotPool
+	cfg    Config
+	layout files.Layout
+	runner sandbox.Runner
+	log    *slog.Logger
 	// runSlots bounds the sandbox runs at once, startSlots the warm
 	// sandboxes starting at once (Prewarm); the others wait, the oldest
 	// work first (slots.go).
+	runSlots   *slotPool
 	startSlots *slotPool
 	// coldRuns counts the runs that started their sandbox themselves,
 	// finding none warm.

@@ -21,14 +21,13 @@ import (
 const spareStartTimeout = 30 * time.Second
 
 // spawnSpare starts a sandbox for chatKey's next run, when the pool has
-// room. since is when the work it is for began (zero: now), as in
-// ExecRequest.Since.
-func (rt *Runtime) spawnSpare(chatKey string, limits sandbox.Limits, methods []*pluginhost.MethodInfo, since time.Time) {
+// room; it waits for a start slot as work that begins now.
+func (rt *Runtime) spawnSpare(chatKey string, limits sandbox.Limits, methods []*pluginhost.MethodInfo) {
 	key := spareKey(chatKey, limits, methods)
 	if !rt.spares.reserve(key, false) {
 		return
 	}
-	rt.startReserved(key, chatKey, limits, methods, since)
+	rt.startReserved(key, chatKey, limits, methods, time.Time{})
 }
 
 // startReserved starts the spare reserve held a place for.
