@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -58,6 +60,9 @@ func TestImagesAreSparseCopiesOfOneTemplate(t *testing.T) {
 			t.Errorf("%s: %+v %v", name, sb, err)
 		}
 	}
+	if n, zeroed := inodeTablesZeroed(t, tmpls[0]); n == 0 || zeroed != n {
+		t.Errorf("%d of the template's %d block groups have their inode table marked zeroed: each copy's first mount starts the kernel's lazy init, which writes them all", zeroed, n)
+	}
 	if err := m.makeImage(context.Background(), filepath.Join(dir, "j.img"), Spec{Bytes: 64 << 20, Inodes: 4000, Journal: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -67,4 +72,25 @@ func TestImagesAreSparseCopiesOfOneTemplate(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(dir, "*.new")); len(left) != 0 {
 		t.Errorf("left behind: %v", left)
 	}
+}
+
+var groupLine = regexp.MustCompile(`^Group [0-9]+: `)
+
+// inodeTablesZeroed returns how many block groups the image has and how
+// many of them dumpe2fs shows with ITABLE_ZEROED.
+func inodeTablesZeroed(t *testing.T, image string) (groups, zeroed int) {
+	t.Helper()
+	out, err := exec.Command("dumpe2fs", image).Output()
+	if err != nil {
+		t.Fatalf("dumpe2fs %s: %v", image, err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if groupLine.MatchString(line) {
+			groups++
+			if strings.Contains(line, "ITABLE_ZEROED") {
+				zeroed++
+			}
+		}
+	}
+	return groups, zeroed
 }
