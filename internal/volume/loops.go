@@ -180,17 +180,42 @@ func boundLoop(image string) (string, error) {
 
 var loopName = regexp.MustCompile(`^loop[0-9]+$`)
 
+// An image's lock file is also its record: its first line names the loop
+// device last bound to the image, its second, for a split volume, the
+// binds (splitRecord). maxRecord bounds what is read of it.
+const maxRecord = 4 << 10
+
+// recordLines returns the lock file rec's two lines.
+func recordLines(rec *os.File) (dev, binds string) {
+	b := make([]byte, maxRecord)
+	n, err := rec.ReadAt(b, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", ""
+	}
+	dev, rest, _ := strings.Cut(string(b[:n]), "\n")
+	binds, _, _ = strings.Cut(rest, "\n")
+	return strings.TrimSpace(dev), strings.TrimSpace(binds)
+}
+
+// writeRecordLines replaces the lock file rec's content (held exclusively).
+func writeRecordLines(rec *os.File, dev, binds string) error {
+	content := dev + "\n"
+	if binds != "" {
+		content += binds + "\n"
+	}
+	if err := rec.Truncate(0); err != nil {
+		return err
+	}
+	_, err := rec.WriteAt([]byte(content), 0)
+	return err
+}
+
 // readRecord returns the device the lock file rec records, or "".
 func readRecord(rec *os.File) string {
 	if rec == nil {
 		return ""
 	}
-	b := make([]byte, 32)
-	n, err := rec.ReadAt(b, 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return ""
-	}
-	name := strings.TrimSpace(string(b[:n]))
+	name, _ := recordLines(rec)
 	if !loopName.MatchString(name) {
 		return ""
 	}
@@ -198,17 +223,13 @@ func readRecord(rec *os.File) string {
 }
 
 // writeRecord records in the lock file rec (held exclusively) that the
-// image is bound to dev.
+// image is bound to dev; a split volume's binds stay recorded.
 func writeRecord(rec *os.File, dev string) error {
 	if rec == nil {
 		return nil
 	}
-	name := filepath.Base(dev)
-	if err := rec.Truncate(0); err != nil {
-		return err
-	}
-	_, err := rec.WriteAt([]byte(name+"\n"), 0)
-	return err
+	_, binds := recordLines(rec)
+	return writeRecordLines(rec, filepath.Base(dev), binds)
 }
 
 // mountedDevice returns the loop device mounted at dir (mount(8) chose

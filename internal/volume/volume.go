@@ -30,12 +30,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -87,13 +89,43 @@ func Available() error {
 
 // Volume is an acquired volume: mounted while any holder has it.
 type Volume struct {
-	image, path string
+	image, path string // path: the mount point (a split volume's first bind's)
+	binds       []Bind // a split volume's directories; nil: the image's root is at path
 	lock        *os.File
 	m           *Manager
 }
 
-// Path returns the mount point.
+// Bind is a directory at the root of a split volume and where it is bound
+// (Manager.AcquireSplit).
+type Bind struct {
+	Dir        string // one path component, e.g. "uploads"
+	Mountpoint string
+}
+
+// Path returns the mount point (a split volume's first bind's).
 func (v *Volume) Path() string { return v.path }
+
+// mountpoints are where the volume shows.
+func (v *Volume) mountpoints() []string {
+	if v.binds == nil {
+		return []string{v.path}
+	}
+	mps := make([]string, len(v.binds))
+	for i, b := range v.binds {
+		mps[i] = b.Mountpoint
+	}
+	return mps
+}
+
+// isMounted reports whether the volume shows at every mount point.
+func (v *Volume) isMounted() (bool, error) {
+	for _, mp := range v.mountpoints() {
+		if ok, err := mounted(mp); err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
 
 // Acquire is Manager.Acquire with a manager of its own: it reads every
 // loop device once to find an image still bound to one, which a process
@@ -115,6 +147,35 @@ func Acquire(ctx context.Context, image, mountpoint string, spec Spec) (*Volume,
 // rebuilt to spec as it is mounted (its files copied into a new image),
 // again only if they fit.
 func (m *Manager) Acquire(ctx context.Context, image, mountpoint string, spec Spec) (*Volume, error) {
+	return m.acquire(ctx, &Volume{image: image, path: mountpoint, m: m}, spec)
+}
+
+// AcquireSplit is Acquire for a split volume: one image (one filesystem,
+// one loop device, one quota) whose root holds a directory per bind, each
+// bound at its own mount point. The image's root is mounted nowhere (only
+// for a moment at image+".mnt" where the kernel lacks fsmount or files
+// must move in): the binds hold the filesystem, and the last one
+// unmounted frees it. spec's UID, GID and Mode apply to each bound
+// directory. Files already in a plain mount point directory are moved
+// into the volume's directory for it.
+//
+// The binds are recorded in the image's lock file (SplitBinds), so a
+// process that knows only the image (a backup) can mount it where it
+// belongs.
+func (m *Manager) AcquireSplit(ctx context.Context, image string, binds []Bind, spec Spec) (*Volume, error) {
+	if len(binds) == 0 {
+		return nil, fmt.Errorf("volume %s: no binds", image)
+	}
+	for _, b := range binds {
+		if b.Dir == "" || b.Dir == "." || b.Dir == ".." || strings.ContainsRune(b.Dir, '/') {
+			return nil, fmt.Errorf("volume %s: %q is not a directory name", image, b.Dir)
+		}
+	}
+	return m.acquire(ctx, &Volume{image: image, path: binds[0].Mountpoint, binds: slices.Clone(binds), m: m}, spec)
+}
+
+func (m *Manager) acquire(ctx context.Context, v *Volume, spec Spec) (*Volume, error) {
+	image := v.image
 	if err := os.MkdirAll(filepath.Dir(image), 0o700); err != nil {
 		return nil, fmt.Errorf("volume %s: %w", image, err)
 	}
@@ -122,7 +183,7 @@ func (m *Manager) Acquire(ctx context.Context, image, mountpoint string, spec Sp
 	if err != nil {
 		return nil, fmt.Errorf("volume %s: lock: %w", image, err)
 	}
-	v := &Volume{image: image, path: mountpoint, lock: lock, m: m}
+	v.lock = lock
 	fd := int(lock.Fd())
 	// While anyone holds the lock shared, the volume is mounted: only a
 	// holder of the exclusive lock mounts or unmounts it. So: hold it
@@ -133,7 +194,7 @@ func (m *Manager) Acquire(ctx context.Context, image, mountpoint string, spec Sp
 			lock.Close()
 			return nil, fmt.Errorf("volume %s: lock: %w", image, err)
 		}
-		if ok, err := mounted(mountpoint); err == nil && ok {
+		if ok, err := v.isMounted(); err == nil && ok {
 			if fi, err := os.Stat(image); err == nil && spec.Bytes > 0 && fi.Size() > spec.Bytes {
 				spec.logger().Warn("a volume keeps its larger size while it is mounted; the smaller quota applies when no nekro process holds it",
 					"volume", image, "size", fi.Size(), "quota", spec.Bytes)
@@ -168,14 +229,28 @@ func (m *Manager) Acquire(ctx context.Context, image, mountpoint string, spec Sp
 
 // setUp creates and mounts the volume; the exclusive lock is held.
 func (v *Volume) setUp(ctx context.Context, spec Spec) error {
-	if err := os.MkdirAll(v.path, 0o700); err != nil {
-		return err
+	for _, mp := range v.mountpoints() {
+		if err := os.MkdirAll(mp, 0o700); err != nil {
+			return err
+		}
 	}
-	isMounted, err := mounted(v.path)
+	isMounted, err := v.isMounted()
 	if err != nil {
 		return err
 	}
 	if !isMounted {
+		// at is where the image's root is mounted to rebuild it: the
+		// mount point, or for a split volume a place of its own.
+		at := v.path
+		if v.binds != nil {
+			// Binds a killed process left part made go: the exclusive
+			// lock says no process holds the volume.
+			if err := v.unmountAll(); err != nil {
+				return err
+			}
+			at = v.image + ".mnt"
+			defer os.Remove(at)
+		}
 		fresh := false // a copy of the template: empty, no lost+found
 		if _, err := os.Stat(v.image); errors.Is(err, os.ErrNotExist) {
 			if err := v.m.makeImage(ctx, v.image, spec); err != nil {
@@ -189,7 +264,10 @@ func (v *Volume) setUp(ctx context.Context, spec Spec) error {
 		} else if sb, err := readSuperblock(v.image); err != nil {
 			spec.logger().Warn("a volume's inode count could not be read; it stays as it is", "volume", v.image, "err", err)
 		} else if needsRebuild(sb, spec) {
-			if rebuilt, err := rebuild(ctx, v.m, v.image, v.path, spec, sb); err != nil {
+			if err := os.MkdirAll(at, 0o700); err != nil {
+				return err
+			}
+			if rebuilt, err := rebuild(ctx, v.m, v.image, at, spec, sb); err != nil {
 				return err
 			} else if !rebuilt {
 				spec.Bytes = max(spec.Bytes, sb.blocks*sb.blockSize) // said why already: grow only
@@ -201,11 +279,209 @@ func (v *Volume) setUp(ctx context.Context, spec Spec) error {
 		if err := shrink(ctx, v.image, spec); err != nil {
 			return err
 		}
-		if err := v.mountMoving(ctx, fresh); err != nil {
+		if v.binds != nil {
+			if err := v.writeBinds(); err != nil {
+				return err
+			}
+			if err := v.mountSplit(ctx, at, fresh); err != nil {
+				return err
+			}
+		} else if err := v.mountMoving(ctx, fresh); err != nil {
 			return err
 		}
 	}
 	return v.adjust(ctx, spec)
+}
+
+// mountSplit binds each of the image's directories at its mount point
+// (made when missing; a plain mount point's files moved into it first).
+// The image's root is mounted nowhere: a detached mount (fsmount, Linux
+// 5.2+) the binds are cloned from, or where files must move in or the
+// kernel is older, a mount at at detached once the binds are made.
+func (v *Volume) mountSplit(ctx context.Context, at string, fresh bool) (err error) {
+	plain := true
+	for _, b := range v.binds {
+		if ents, err := os.ReadDir(b.Mountpoint); err != nil || len(ents) > 0 {
+			plain = false
+		}
+	}
+	if plain {
+		err := v.mountSplitDetached(fresh)
+		if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) {
+			return err
+		}
+	}
+	if err := unmount(at); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err // a mount a killed process left
+	}
+	if err := os.MkdirAll(at, 0o700); err != nil {
+		return err
+	}
+	defer os.Remove(at)
+	if err := v.m.mountImage(ctx, v.image, at, v.lock); err != nil {
+		return err
+	}
+	defer func() {
+		if derr := unix.Unmount(at, unix.MNT_DETACH); derr != nil && err == nil {
+			err = fmt.Errorf("detach %s: %w", at, derr)
+		}
+		if err != nil {
+			v.unmountAll() // the filesystem goes with its last bind
+		}
+	}()
+	if !fresh {
+		os.Remove(filepath.Join(at, "lost+found")) // an empty fsck directory nobody need see
+	}
+	for _, b := range v.binds {
+		src := filepath.Join(at, b.Dir)
+		if err := os.Mkdir(src, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		if err := moveInto(ctx, b.Mountpoint, src); err != nil {
+			return err
+		}
+		if err := unix.Mount(src, b.Mountpoint, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind %s of %s at %s: %w", b.Dir, v.image, b.Mountpoint, err)
+		}
+	}
+	return nil
+}
+
+// mountSplitDetached mounts the image's filesystem detached (fsmount)
+// and moves a clone of each bound directory to its mount point (open_tree,
+// move_mount): no directory on the host for the image's root, no mount
+// of it to undo. ENOSYS: the kernel has not the calls.
+func (v *Volume) mountSplitDetached(fresh bool) (err error) {
+	root := -1
+	err = v.m.withLoop(absPath(v.image), v.lock, func(dev string) error {
+		fd, err := unix.Fsopen("ext4", unix.FSOPEN_CLOEXEC)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		if err := unix.FsconfigSetString(fd, "source", dev); err != nil {
+			return fmt.Errorf("mount %s: %w", dev, err)
+		}
+		if err := unix.FsconfigCreate(fd); err != nil {
+			return fmt.Errorf("mount %s: %w", dev, err)
+		}
+		root, err = unix.Fsmount(fd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOATIME)
+		if err != nil {
+			return fmt.Errorf("mount %s: %w", dev, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	defer unix.Close(root) // the binds hold the filesystem
+	defer func() {
+		if err != nil {
+			v.unmountAll()
+		}
+	}()
+	if !fresh {
+		unix.Unlinkat(root, "lost+found", unix.AT_REMOVEDIR) // an empty fsck directory nobody need see
+	}
+	for _, b := range v.binds {
+		if err := unix.Mkdirat(root, b.Dir, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("volume %s: make %s: %w", v.image, b.Dir, err)
+		}
+		tree, err := unix.OpenTree(root, b.Dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err != nil {
+			return fmt.Errorf("bind %s of %s: %w", b.Dir, v.image, err)
+		}
+		err = unix.MoveMount(tree, "", unix.AT_FDCWD, b.Mountpoint, unix.MOVE_MOUNT_F_EMPTY_PATH)
+		unix.Close(tree)
+		if err != nil {
+			return fmt.Errorf("bind %s of %s at %s: %w", b.Dir, v.image, b.Mountpoint, err)
+		}
+	}
+	return nil
+}
+
+// moveInto moves what the plain directory dir holds (files from before
+// volumes were used, or restored from a backup) into the directory to:
+// copied, then removed from dir. Interrupted, it copies again next time.
+func moveInto(ctx context.Context, dir, to string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) == 0 {
+		return err
+	}
+	if out, err := exec.CommandContext(ctx, "cp", "-a", "--", dir+"/.", to+"/").CombinedOutput(); err != nil {
+		return fmt.Errorf("move files into the volume (they are kept in %s): %v: %s", dir, err, strings.TrimSpace(string(out)))
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("move files into the volume: %w", err)
+		}
+	}
+	return nil
+}
+
+// splitRecord is the second line of a split volume's lock file: its
+// binds, mount points relative to the image's directory. It costs no file
+// of its own (a new file on the host's disk is not free).
+type splitRecord struct {
+	Binds []Bind `json:"binds"`
+}
+
+// writeBinds records the binds in the lock file (held exclusively), when
+// it says otherwise or nothing.
+func (v *Volume) writeBinds() error {
+	base := filepath.Dir(absPath(v.image))
+	rec := splitRecord{}
+	for _, b := range v.binds {
+		rel, err := filepath.Rel(base, absPath(b.Mountpoint))
+		if err != nil {
+			return fmt.Errorf("volume %s: %w", v.image, err)
+		}
+		rec.Binds = append(rec.Binds, Bind{Dir: b.Dir, Mountpoint: rel})
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	dev, old := recordLines(v.lock)
+	if old == string(data) {
+		return nil
+	}
+	if err := writeRecordLines(v.lock, dev, string(data)); err != nil {
+		return fmt.Errorf("volume %s: record its binds: %w", v.image, err)
+	}
+	return nil
+}
+
+// SplitBinds returns the binds of the split volume image, as its last
+// set-up recorded them (mount points absolute); an error when the image
+// is not a split volume's.
+func SplitBinds(image string) ([]Bind, error) {
+	f, err := os.Open(image + ".lock")
+	if err != nil {
+		return nil, fmt.Errorf("volume %s: %w", image, err)
+	}
+	defer f.Close()
+	_, line := recordLines(f)
+	var rec splitRecord
+	if err := json.Unmarshal([]byte(line), &rec); err != nil || len(rec.Binds) == 0 {
+		return nil, fmt.Errorf("volume %s: no binds recorded (%v)", image, err)
+	}
+	base := filepath.Dir(absPath(image))
+	for i, b := range rec.Binds {
+		rec.Binds[i].Mountpoint = filepath.Join(base, b.Mountpoint)
+	}
+	return rec.Binds, nil
+}
+
+// unmountAll unmounts the volume from every mount point.
+func (v *Volume) unmountAll() error {
+	var errs []error
+	for _, mp := range v.mountpoints() {
+		if err := unmount(mp); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // adjust grows a mounted volume to spec and sets its root's owner and
@@ -218,13 +494,17 @@ func (v *Volume) adjust(ctx context.Context, spec Spec) error {
 			"volume", v.image, "quota", spec.Bytes, "err", err)
 	}
 
-	if spec.UID >= 0 {
-		if err := os.Chown(v.path, spec.UID, spec.GID); err != nil {
-			return err
+	for _, mp := range v.mountpoints() {
+		if spec.UID >= 0 {
+			if err := os.Chown(mp, spec.UID, spec.GID); err != nil {
+				return err
+			}
 		}
-	}
-	if spec.Mode != 0 {
-		return os.Chmod(v.path, spec.Mode)
+		if spec.Mode != 0 {
+			if err := os.Chmod(mp, spec.Mode); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -535,6 +815,20 @@ const mountFlags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOATIME
 // device (autoclear) to the image; another process can take the free
 // device first, and then it tries the next one.
 func (m *Manager) mountLoop(image, dir string, rec *os.File) error {
+	return m.withLoop(image, rec, func(dev string) error {
+		if err := unix.Mount(dev, dir, "ext4", mountFlags, ""); err != nil {
+			return fmt.Errorf("mount %s at %s: %w", dev, dir, err)
+		}
+		return nil
+	})
+}
+
+// withLoop calls mount with the loop device image (absolute) is bound to,
+// binding a free one when it has none (mountLoop says how), and records
+// the device once mount succeeded. mount must mount the device's
+// filesystem (the device goes away when its last user lets it go). A
+// device gone meanwhile (ENXIO, ENOENT from mount) is looked for again.
+func (m *Manager) withLoop(image string, rec *os.File, mount func(dev string) error) error {
 	for range 8 {
 		dev, err := m.bound(image, rec)
 		if err != nil {
@@ -557,7 +851,7 @@ func (m *Manager) mountLoop(image, dir string, rec *os.File) error {
 				return err
 			}
 		}
-		err = unix.Mount(dev, dir, "ext4", mountFlags, "")
+		err = mount(dev)
 		if hold != nil {
 			hold.Close() // the mount holds the device now, or it goes away
 		}
@@ -570,7 +864,7 @@ func (m *Manager) mountLoop(image, dir string, rec *os.File) error {
 		}
 		m.forget(image, dev)
 		if !errors.Is(err, unix.ENXIO) && !errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("mount %s at %s: %w", dev, dir, err)
+			return err
 		}
 		// The bound device went away meanwhile: look again.
 	}
@@ -687,7 +981,7 @@ func (v *Volume) Release() error {
 	if unix.Flock(int(v.lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
 		return nil // another holder keeps it mounted
 	}
-	err := unmount(v.path)
+	err := v.unmountAll()
 	v.m.unmounted(absPath(v.image))
 	return err
 }
@@ -702,7 +996,7 @@ func (v *Volume) Destroy() error {
 	if err := unix.Flock(int(v.lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		return fmt.Errorf("volume %s is in use by another process", v.image)
 	}
-	if err := unmount(v.path); err != nil {
+	if err := v.unmountAll(); err != nil {
 		return err
 	}
 	v.m.unmounted(absPath(v.image))
