@@ -160,41 +160,43 @@ print("released", os.path.exists("/app/shared/go"), sorted(os.listdir("/app/uplo
 }
 
 // A data directory of a version that named the chat's directories (and
-// volume images) after its key keeps the chat's files: the next run finds
-// them under the opaque names, and nothing is left under the old ones.
+// their volume images, one a directory) after its key keeps the chat's
+// files: the next run finds them under the opaque names, still in their
+// own volumes, and nothing is left under the old ones.
 func TestChatFilesSurviveTheRenameOfTheirDirectories(t *testing.T) {
 	data := testutil.DataDir(t)
-	up := filepath.Join(t.TempDir(), "up.txt")
-	if err := os.WriteFile(up, []byte("an upload from before"), 0o644); err != nil {
-		t.Fatal(err)
+	// The previous version's data directory: directories, and images
+	// where volumes are made, named after the key; no name key.
+	legacy := []struct{ area, name, image, file, text string }{
+		{"uploads", files.SanitizeChatKey(privateChat), "uploads", "up.txt", "an upload from before"},
+		{"sandboxes", files.ContainerKey(privateChat), "shared", "note.txt", "a note from before"},
 	}
-	if r := testutil.RunNekroExamples(t, nil, "--data", data, "chats", "send", privateChat, "--user", "u1", "--file", up, "hi"); r.Code != 0 {
-		t.Fatalf("chats send: %+v", r)
-	}
-	if r := execCode(t, data, privateChat, `open("/app/shared/note.txt", "w").write("a note from before")`, nil, nil); r.code != 0 {
-		t.Fatalf("exec: %+v", r)
+	for _, l := range legacy {
+		dir := filepath.Join(data, l.area, l.name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		var v *volume.Volume
+		if volume.Available() == nil {
+			var err error
+			v, err = volume.Acquire(t.Context(), filepath.Join(data, "volumes", l.image, l.name+".img"), dir,
+				volume.Spec{Bytes: 1 << 30, Inodes: 100000, UID: -1, Mode: 0o700})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, l.file), []byte(l.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if v != nil {
+			if err := v.Release(); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	if ms := mountsUnder(t, data); len(ms) != 0 {
-		t.Fatalf("volumes still mounted after nekro exec ended: %v", ms)
+		t.Fatalf("volumes still mounted: %v", ms)
 	}
-	// Turn the data directory into the previous version's: directories
-	// and images named after the key, and no name key.
-	legacy := map[string]string{"uploads": files.SanitizeChatKey(privateChat), "sandboxes": files.ContainerKey(privateChat)}
-	images := map[string]string{"uploads": "uploads", "sandboxes": "shared"}
-	for area, old := range legacy {
-		ents, err := os.ReadDir(filepath.Join(data, area))
-		if err != nil || len(ents) != 1 {
-			t.Fatalf("%s: %v %v", area, ents, err)
-		}
-		name := ents[0].Name()
-		rename(t, filepath.Join(data, area, name), filepath.Join(data, area, old))
-		img := filepath.Join(data, "volumes", images[area], name+".img")
-		if _, err := os.Stat(img); err == nil {
-			rename(t, img, filepath.Join(data, "volumes", images[area], old+".img"))
-			os.Remove(img + ".lock")
-		}
-	}
-	os.Remove(filepath.Join(data, files.NameKeyFile))
 
 	r := execCode(t, data, privateChat, `print(open("/app/shared/note.txt").read(), "|", open("/app/uploads/up.txt").read())`, nil, nil)
 	if r.code != 0 || !strings.Contains(r.stdout, "a note from before | an upload from before") {
@@ -215,14 +217,16 @@ func TestChatFilesSurviveTheRenameOfTheirDirectories(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(data, files.NameKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("name key: %v %v, want mode 0600", fi, err)
 	}
-}
-
-func rename(t *testing.T, from, to string) {
-	t.Helper()
-	if from == to {
-		return // the version under test named it so already
-	}
-	if err := os.Rename(from, to); err != nil {
-		t.Fatal(err)
+	// Its volumes stay one a directory: no volume for both was made
+	// beside them (it would hide their files).
+	if volume.Available() == nil {
+		for _, area := range []string{"uploads", "shared"} {
+			if imgs, _ := filepath.Glob(filepath.Join(data, "volumes", area, "[0-9a-f]*.img")); len(imgs) != 1 {
+				t.Errorf("volumes/%s: %v, want the chat's renamed image", area, imgs)
+			}
+		}
+		if imgs, _ := filepath.Glob(filepath.Join(data, "volumes", "chats", "[0-9a-f]*.img")); len(imgs) != 0 {
+			t.Errorf("a volume for both directories beside the chat's own: %v", imgs)
+		}
 	}
 }

@@ -283,6 +283,51 @@ func mountVolumes(ctx context.Context, layout files.Layout) (release func(), err
 			v.Release()
 		}
 	}
+	// hold mounts the volume shown at dir, acquired by acquire. Bytes 0
+	// and UID -1: it is taken as it is. A volume another process holds
+	// but this one does not see mounted (nekro serve in a mount
+	// namespace of its own) would be waited for forever: give up with
+	// what to do.
+	hold := func(dir string, acquire func(context.Context, volume.Spec) (*volume.Volume, error)) error {
+		if err := volume.Available(); err != nil {
+			return fmt.Errorf("%s is a volume, and this process cannot mount it: %w", dir, err)
+		}
+		actx, cancel := context.WithTimeout(ctx, volumeWait)
+		v, err := acquire(actx, volume.Spec{UID: -1})
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return fmt.Errorf("%s: another nekro process holds this volume, but it is not mounted in this process's mount namespace: "+
+				"run nekro backup in nekro serve's (nsenter -t PID -m; docs/install.md)", dir)
+		}
+		if err != nil {
+			return err
+		}
+		held = append(held, v)
+		return nil
+	}
+	// A chat's volume for both its directories, bound where its record
+	// says (beneath the data directory, or it is not the chat's).
+	images, _ := filepath.Glob(filepath.Join(layout.VolumesDir(), "chats", "*.img"))
+	for _, image := range images {
+		if strings.HasPrefix(filepath.Base(image), ".") {
+			continue // the empty image new ones are copied from
+		}
+		binds, err := volume.SplitBinds(image)
+		if err != nil {
+			return release, err
+		}
+		for _, b := range binds {
+			if rel, err := filepath.Rel(layout.Root, b.Mountpoint); err != nil || !slices.Contains(volumeAreas, strings.Split(rel, string(filepath.Separator))[0]) {
+				return release, fmt.Errorf("volume %s: its record binds %s, outside the chats' directories", image, b.Mountpoint)
+			}
+		}
+		err = hold(binds[0].Mountpoint, func(ctx context.Context, spec volume.Spec) (*volume.Volume, error) {
+			return vols.AcquireSplit(ctx, image, binds, spec)
+		})
+		if err != nil {
+			return release, err
+		}
+	}
 	for _, area := range volumeAreas {
 		dirs, _ := filepath.Glob(filepath.Join(layout.Root, area, "*"))
 		for _, dir := range dirs {
@@ -291,26 +336,14 @@ func mountVolumes(ctx context.Context, layout files.Layout) (release func(), err
 				continue
 			}
 			if _, err := os.Stat(image); err != nil {
-				continue // a plain directory
+				continue // a plain directory, or bound from a chat's volume
 			}
-			if err := volume.Available(); err != nil {
-				return release, fmt.Errorf("%s is a volume, and this process cannot mount it: %w", dir, err)
-			}
-			// Bytes 0 and UID -1: take the volume as it is. A volume
-			// another process holds but this one does not see mounted
-			// (nekro serve in a mount namespace of its own) would be
-			// waited for forever: give up with what to do.
-			actx, cancel := context.WithTimeout(ctx, volumeWait)
-			v, err := vols.Acquire(actx, image, dir, volume.Spec{UID: -1})
-			cancel()
-			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-				return release, fmt.Errorf("%s: another nekro process holds this volume, but it is not mounted in this process's mount namespace: "+
-					"run nekro backup in nekro serve's (nsenter -t PID -m; docs/install.md)", dir)
-			}
+			err := hold(dir, func(ctx context.Context, spec volume.Spec) (*volume.Volume, error) {
+				return vols.Acquire(ctx, image, dir, spec)
+			})
 			if err != nil {
 				return release, err
 			}
-			held = append(held, v)
 		}
 	}
 	return release, nil

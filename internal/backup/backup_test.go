@@ -216,7 +216,7 @@ print(open("/app/shared/result.txt").read())`)
 	}
 	if volume.Available() == nil {
 		// The restored chat's files moved into a volume of their own.
-		images, _ := filepath.Glob(filepath.Join(restored, "volumes", "uploads", "*.img"))
+		images, _ := filepath.Glob(filepath.Join(restored, "volumes", "chats", "*.img"))
 		if len(images) == 0 {
 			t.Errorf("the restored uploads are not on a volume:\n%s", s2.Logs)
 		}

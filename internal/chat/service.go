@@ -326,7 +326,7 @@ func (s *Service) Reset(ctx context.Context, chatKey string) (deleted int64, err
 
 // Used reports whether the chat has ever been used: it has a message, a
 // turn or an execution record (a reset keeps the turns and records), or
-// files in its uploads or shared directory or their volume images. A
+// files in its uploads or shared directory or a volume image of them. A
 // chat that is not used is new: with no members either, an API user may
 // claim it by posting first.
 func (s *Service) Used(ctx context.Context, chatKey string) (bool, error) {
@@ -341,7 +341,11 @@ func (s *Service) Used(ctx context.Context, chatKey string) (bool, error) {
 	if used {
 		return true, nil
 	}
-	for _, dir := range []string{s.layout.UploadsDir(chatKey), s.layout.SharedDir(files.ContainerKey(chatKey))} {
+	ck := files.ContainerKey(chatKey)
+	if _, err := os.Lstat(s.layout.ChatVolumeImage(ck)); err == nil {
+		return true, nil
+	}
+	for _, dir := range []string{s.layout.UploadsDir(chatKey), s.layout.SharedDir(ck)} {
 		if hasFiles(dir) {
 			return true, nil
 		}

@@ -182,9 +182,9 @@ func (g *globals) define(fs *pflag.FlagSet, name string) {
 		fs.BoolVar(&g.sandboxTemplate, name, g.sandboxTemplate,
 			"bwrap, as root: start new sandboxes as forks of one shared template process instead of a new bwrap each (a few ms of CPU instead of ~30); --sandbox-template=false for a bwrap per sandbox (env NEKRO_SANDBOX_TEMPLATE)")
 	case "shared-quota":
-		fs.Var(g.sharedQuota, name, "disk each chat's /app/shared and /app/uploads may each take, enforced while the code writes, e.g. 64MiB"+env)
+		fs.Var(g.sharedQuota, name, "disk each chat's /app/shared and /app/uploads may take together, enforced while the code writes, e.g. 64MiB"+env)
 	case "shared-inodes":
-		fs.Int64Var(&g.sharedInodes, name, g.sharedInodes, "files and directories each chat's /app/shared and /app/uploads may each hold"+env)
+		fs.Int64Var(&g.sharedInodes, name, g.sharedInodes, "files and directories each chat's /app/shared and /app/uploads may hold together"+env)
 	case "llm-base-url":
 		fs.StringVar(&g.llmBaseURL, name, g.llmBaseURL, "OpenAI-compatible API root, e.g. https://api.openai.com/v1"+env)
 	case "llm-model":

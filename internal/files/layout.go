@@ -24,7 +24,11 @@ import (
 //	<root>/plugins/<author>.<module>/     a plugin's private directory
 //	<root>/uploads/<name>/                a chat's uploads  -> /app/uploads (ro)
 //	<root>/sandboxes/<name>/              a sandbox's shared -> /app/shared (rw)
-//	<root>/volumes/                       filesystem images bounding the above
+//	<root>/volumes/                       filesystem images bounding the above:
+//	                                      chats/<name>.img a chat's two directories,
+//	                                      plugins/<name>.img a plugin's; uploads/ and
+//	                                      shared/ hold the one-directory images of
+//	                                      chats from before, kept as they are
 //	<root>/layers/<name>                  the host's record that a chat's package
 //	                                      layer holds only what nekro's installer put there
 //	<root>/runs/<pid>/<run_id>/           a run's socket and stubs (Docker only)
@@ -86,6 +90,14 @@ func (l Layout) VolumeImage(dir string) (string, bool) {
 	return filepath.Join(l.VolumesDir(), sub, name+".img"), true
 }
 
+// ChatVolumeImage is the filesystem image that holds both directories of
+// the chat whose sandbox is containerKey's (its shared and uploads
+// directories are bound from it), when volumes bound them. A chat that an
+// earlier version gave an image per directory (VolumeImage) keeps those.
+func (l Layout) ChatVolumeImage(containerKey string) string {
+	return filepath.Join(l.VolumesDir(), "chats", l.chatDirName("sandboxes", containerKey)+".img")
+}
+
 // Database is the path of the embedded SQLite database.
 func (l Layout) Database() string { return filepath.Join(l.Root, "nekro.db") }
 
@@ -116,24 +128,31 @@ func (l Layout) HasUploadsDir(chatKey string) bool {
 // one), and returns it. Other host users can neither list nor read a
 // chat's files.
 func (l Layout) EnsureUploadsDir(chatKey string) (string, error) {
-	return l.ensureChatDir(Uploads, chatKey, l.legacyUploadsDir(chatKey), l.UploadsDir(chatKey))
+	return l.ensureChatDir(Uploads, chatKey, l.UploadsDir(chatKey))
 }
 
 // EnsureSharedDir is EnsureUploadsDir for the chat's sandbox's shared
 // directory.
 func (l Layout) EnsureSharedDir(chatKey string) (string, error) {
-	ck := ContainerKey(chatKey)
-	return l.ensureChatDir(Shared, chatKey, filepath.Join(l.Root, "sandboxes", ck), l.SharedDir(ck))
+	return l.ensureChatDir(Shared, chatKey, l.SharedDir(ContainerKey(chatKey)))
 }
 
-// ensureChatDir creates dir, first renaming to it the legacy directory a
-// previous version named after the key, if there is one.
-func (l Layout) ensureChatDir(kind Area, chatKey, legacy, dir string) (string, error) {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
-		return "", fmt.Errorf("%s: %w", kind, err)
-	}
-	if err := l.adoptLegacy(legacy, dir); err != nil {
-		return "", fmt.Errorf("%s of chat %q: %w", kind, chatKey, err)
+// ensureChatDir creates dir, the chat's directory of the given kind. Both
+// of the chat's directories are first renamed from where a previous
+// version named them after the key, if it did: one volume may hold both
+// (ChatVolumeImage), and making it makes both mount points.
+func (l Layout) ensureChatDir(kind Area, chatKey, dir string) (string, error) {
+	ck := ContainerKey(chatKey)
+	for _, d := range []struct{ legacy, dir string }{
+		{l.legacyUploadsDir(chatKey), l.UploadsDir(chatKey)},
+		{filepath.Join(l.Root, "sandboxes", ck), l.SharedDir(ck)},
+	} {
+		if err := os.MkdirAll(filepath.Dir(d.dir), 0o711); err != nil {
+			return "", fmt.Errorf("%s: %w", kind, err)
+		}
+		if err := l.adoptLegacy(d.legacy, d.dir); err != nil {
+			return "", fmt.Errorf("%s of chat %q: %w", kind, chatKey, err)
+		}
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", fmt.Errorf("%s: %w", kind, err)

@@ -87,7 +87,7 @@ func loadNameKey(root string) (string, error) {
 // name key, or "" when there is none: a data directory that has them
 // lost its key.
 func keyedChatDirs(root string) string {
-	for _, area := range []string{"uploads", "sandboxes", filepath.Join("volumes", "uploads"), filepath.Join("volumes", "shared")} {
+	for _, area := range []string{"uploads", "sandboxes", filepath.Join("volumes", "chats"), filepath.Join("volumes", "uploads"), filepath.Join("volumes", "shared")} {
 		entries, _ := os.ReadDir(filepath.Join(root, area))
 		for _, e := range entries {
 			name := strings.TrimSuffix(e.Name(), ".img")

@@ -58,20 +58,12 @@ func (rt *Runtime) prepare(ctx context.Context, chatKey string, limits sandbox.L
 	if err != nil {
 		return nil, err
 	}
-	// A new chat's two volumes are made at once (each is an mkfs and a
-	// mount: ~25 ms here).
-	var uploads string
-	var uerr error
-	made := make(chan struct{})
-	go func() {
-		defer close(made)
-		uploads, uerr = rt.layout.EnsureUploadsDir(chatKey)
-	}()
-	shared, err := rt.layout.EnsureSharedDir(chatKey)
-	<-made
-	if uerr != nil {
-		return nil, uerr
+	// One volume holds both directories (provisioner.ProvideChatDir).
+	uploads, err := rt.layout.EnsureUploadsDir(chatKey)
+	if err != nil {
+		return nil, err
 	}
+	shared, err := rt.layout.EnsureSharedDir(chatKey)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +89,7 @@ func (rt *Runtime) prepare(ctx context.Context, chatKey string, limits sandbox.L
 		CallTimeout: rt.cfg.CallTimeout,
 		Log:         rt.log.With("sandbox", pr.sandbox, "chat", chatKey),
 		DiskFullHint: fmt.Sprintf("a disk quota is full: each plugin's data directory holds at most %d MiB (--plugin-data-quota), "+
-			"each chat's /app/shared and /app/uploads %d MiB and %d files each (--shared-quota, --shared-inodes)",
+			"each chat's /app/shared and /app/uploads %d MiB and %d files together (--shared-quota, --shared-inodes)",
 			rt.cfg.PluginDataQuota>>20, rt.cfg.SharedQuota>>20, rt.cfg.SharedInodes),
 	}
 	spec := sandbox.Spec{SharedDir: shared, UploadsDir: uploads, UID: uid, GID: gid, Limits: limits, Ahead: ahead}

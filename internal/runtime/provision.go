@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,9 +20,9 @@ import (
 // used (files.Provisioner). A chat's uploads and shared directories
 // belong to the chat's own uid, mode 0700, so neither other chats'
 // sandboxes nor other host users can reach them. Where the host allows
-// (root, loop devices), each chat directory and each plugin's data
-// directory is also a volume of its own: an ext4 image of the quota's
-// size mounted there, which bounds bytes and files while they are
+// (root, loop devices), a chat's two directories are bound from one
+// volume of its own and each plugin's data directory is one: an ext4
+// image of the quota's size, which bounds bytes and files while they are
 // written and shows a sandbox no host path.
 //
 // A chat's volumes stay mounted while it is in use and are unmounted
@@ -51,14 +52,16 @@ type provisioner struct {
 // heldVolume is a volume this process holds.
 type heldVolume struct {
 	v    *volume.Volume
-	chat string // "" for a plugin's directory
+	chat string   // "" for a plugin's directory
+	key  string   // the mount point its acquisitions and release lock (dirLock)
+	dirs []string // where it shows: a chat's two directories, or one
 }
 
 // chatVolumes is what keeps a chat's volumes mounted.
 type chatVolumes struct {
 	users     int       // sandboxes prepared for the chat and not yet discarded
 	used      time.Time // last provided or held
-	dirs      []string  // its mounted volumes' mount points
+	dirs      []string  // its mounted volumes' mount points (p.vols' keys)
 	sharedDir string    // its shared directory, as runners name the chat
 }
 
@@ -154,7 +157,15 @@ func (rt *Runtime) chatUID(ctx context.Context, chatKey string) (int, int, error
 	return uid, uid, nil
 }
 
+// ProvideChatDir makes dir, one of chatKey's two directories, ready. With
+// volumes, one volume holds both (Layout.ChatVolumeImage), bound at each:
+// a new chat costs one image, one loop device and one mount of a
+// filesystem, not two, and its quota bounds the two together. A chat an
+// earlier version gave a volume per directory keeps them.
 func (p *provisioner) ProvideChatDir(kind files.Area, chatKey, dir string) error {
+	if p.volumesErr == nil && p.provided(chatKey, dir) {
+		return nil
+	}
 	ctx := context.Background()
 	uid, gid, err := p.rt.chatUID(ctx, chatKey)
 	if err != nil {
@@ -163,16 +174,46 @@ func (p *provisioner) ProvideChatDir(kind files.Area, chatKey, dir string) error
 	if p.volumesErr != nil {
 		return ownDir(dir, uid, gid)
 	}
+	ck := files.ContainerKey(chatKey)
+	shared, uploads := p.rt.layout.SharedDir(ck), p.rt.layout.UploadsDir(chatKey)
+	if dir != shared && dir != uploads {
+		return fmt.Errorf("%s is not a directory of chat %q", dir, chatKey)
+	}
+	spec := volume.Spec{Bytes: p.rt.cfg.SharedQuota, Inodes: p.rt.cfg.SharedInodes,
+		UID: uid, GID: gid, Mode: 0o700, Log: p.rt.log}
+	var onMount func()
+	if p.rt.janitor != nil {
+		onMount = func() { p.rt.janitor.remounted(shared) }
+	}
+	if image, ok := p.chatImage(ck, shared, uploads); ok {
+		return p.acquire(ctx, chatKey, image, shared, []volume.Bind{{Dir: "shared", Mountpoint: shared}, {Dir: "uploads", Mountpoint: uploads}}, spec, onMount)
+	}
 	image, ok := p.rt.layout.VolumeImage(dir)
 	if !ok {
 		return fmt.Errorf("%s is not a chat directory", dir)
 	}
-	var onMount func()
-	if kind == files.Shared && p.rt.janitor != nil {
-		onMount = func() { p.rt.janitor.remounted(dir) }
+	if kind != files.Shared {
+		onMount = nil
 	}
-	return p.acquire(ctx, chatKey, image, dir, volume.Spec{Bytes: p.rt.cfg.SharedQuota, Inodes: p.rt.cfg.SharedInodes,
-		UID: uid, GID: gid, Mode: 0o700, Log: p.rt.log}, onMount)
+	return p.acquire(ctx, chatKey, image, dir, nil, spec, onMount)
+}
+
+// chatImage returns the image of the chat's volume for both directories,
+// and false when the chat has a volume per directory from an earlier
+// version (which it keeps: moving its files is not worth the risk).
+func (p *provisioner) chatImage(containerKey, shared, uploads string) (string, bool) {
+	image := p.rt.layout.ChatVolumeImage(containerKey)
+	if _, err := os.Lstat(image); err == nil {
+		return image, true
+	}
+	for _, dir := range []string{shared, uploads} {
+		if old, ok := p.rt.layout.VolumeImage(dir); ok {
+			if _, err := os.Lstat(old); err == nil {
+				return "", false
+			}
+		}
+	}
+	return image, true
 }
 
 func (p *provisioner) ProvidePluginDir(pluginKey, dir string) error {
@@ -183,22 +224,23 @@ func (p *provisioner) ProvidePluginDir(pluginKey, dir string) error {
 	if !ok {
 		return fmt.Errorf("%s is not a plugin directory", dir)
 	}
-	return p.acquire(context.Background(), "", image, dir, volume.Spec{Bytes: p.rt.cfg.PluginDataQuota,
+	return p.acquire(context.Background(), "", image, dir, nil, volume.Spec{Bytes: p.rt.cfg.PluginDataQuota,
 		Inodes: p.rt.cfg.SharedInodes, UID: -1, Mode: 0o700, Journal: true, Log: p.rt.log}, nil)
 }
 
 // acquire holds the volume at dir, chatKey's ("" for a plugin's), until it
 // is unmounted idle or at close; a volume held already costs nothing
-// more. Different volumes are acquired at the same time (each takes ~20
-// ms: mkfs or a mount); callers for one dir wait for one acquisition.
-// onMount, when set, is called once this call has acquired it, before
-// any other caller for dir gets it.
-func (p *provisioner) acquire(ctx context.Context, chatKey, image, dir string, spec volume.Spec, onMount func()) error {
+// more. With binds, it is a split volume shown at each bind's mount point
+// (dir is the first's). Different volumes are acquired at the same time
+// (each takes ~20 ms: mkfs or a mount); callers for one dir wait for one
+// acquisition. onMount, when set, is called once this call has acquired
+// it, before any other caller for dir gets it.
+func (p *provisioner) acquire(ctx context.Context, chatKey, image, dir string, binds []volume.Bind, spec volume.Spec, onMount func()) error {
 	if p.provided(chatKey, dir) {
 		return nil
 	}
 	dl := p.lockDir(dir)
-	over, err := p.acquireLocked(ctx, chatKey, image, dir, spec, onMount)
+	over, err := p.acquireLocked(ctx, chatKey, image, dir, binds, spec, onMount)
 	p.unlockDir(dir, dl)
 	if over {
 		// Not under dir's lock: eviction takes other dirs' locks.
@@ -209,14 +251,24 @@ func (p *provisioner) acquire(ctx context.Context, chatKey, image, dir string, s
 
 // acquireLocked is acquire under dir's lock; it reports whether more chat
 // volumes than p.max are mounted now.
-func (p *provisioner) acquireLocked(ctx context.Context, chatKey, image, dir string, spec volume.Spec, onMount func()) (bool, error) {
+func (p *provisioner) acquireLocked(ctx context.Context, chatKey, image, dir string, binds []volume.Bind, spec volume.Spec, onMount func()) (bool, error) {
 	if p.provided(chatKey, dir) {
 		return false, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(image), 0o700); err != nil {
 		return false, fmt.Errorf("volumes dir: %w", err)
 	}
-	v, err := p.mgr.Acquire(ctx, image, dir, spec)
+	h := &heldVolume{chat: chatKey, key: dir, dirs: []string{dir}}
+	var err error
+	if binds != nil {
+		h.v, err = p.mgr.AcquireSplit(ctx, image, binds, spec)
+		h.dirs = h.dirs[:0]
+		for _, b := range binds {
+			h.dirs = append(h.dirs, b.Mountpoint)
+		}
+	} else {
+		h.v, err = p.mgr.Acquire(ctx, image, dir, spec)
+	}
 	if err != nil {
 		return false, err
 	}
@@ -225,10 +277,12 @@ func (p *provisioner) acquireLocked(ctx context.Context, chatKey, image, dir str
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.vols[dir] = &heldVolume{v: v, chat: chatKey}
+	for _, d := range h.dirs {
+		p.vols[d] = h
+	}
 	if chatKey != "" {
 		c := p.chat(chatKey)
-		c.dirs = append(c.dirs, dir)
+		c.dirs = append(c.dirs, h.dirs...)
 		c.used = time.Now()
 		p.mounted++
 	}
@@ -373,15 +427,10 @@ func (p *provisioner) evict(chatKey string, now time.Time, idle time.Duration) i
 		p.mu.Unlock()
 		return 0
 	}
-	dirs := c.dirs
 	delete(p.chats, chatKey)
-	held := make([]*heldVolume, 0, len(dirs))
-	for _, dir := range dirs {
-		held = append(held, p.vols[dir])
-		delete(p.vols, dir)
-	}
-	p.mounted -= len(dirs)
-	p.leaving += len(dirs)
+	held := p.take(c.dirs)
+	p.mounted -= len(held)
+	p.leaving += len(held)
 	p.mu.Unlock()
 	if r, ok := p.rt.runner.(sandbox.DirReleaser); ok {
 		r.ReleaseDir(c.sharedDir) // else its loop devices outlive the unmount
@@ -389,18 +438,35 @@ func (p *provisioner) evict(chatKey string, now time.Time, idle time.Duration) i
 	// A run starting meanwhile waits for the dir's lock, then mounts the
 	// volume again; one that took it first shares it, and this release
 	// then leaves it mounted (it is not the last holder).
-	for i, dir := range dirs {
-		dl := p.lockDir(dir)
-		if err := held[i].v.Release(); err != nil {
-			p.rt.log.Warn("unmount an idle chat's volume", "dir", dir, "err", err)
+	for _, h := range held {
+		dl := p.lockDir(h.key)
+		if err := h.v.Release(); err != nil {
+			p.rt.log.Warn("unmount an idle chat's volume", "dir", h.key, "err", err)
 		}
-		p.unlockDir(dir, dl)
+		p.unlockDir(h.key, dl)
 		p.mu.Lock()
 		p.leaving--
 		p.mu.Unlock()
 	}
-	p.rt.log.Debug("unmounted an idle chat's volumes", "chat", chatKey, "volumes", len(dirs))
-	return len(dirs)
+	p.rt.log.Debug("unmounted an idle chat's volumes", "chat", chatKey, "volumes", len(held))
+	return len(held)
+}
+
+// take removes the volumes at dirs from p.vols and returns them, each
+// once (a split volume shows at two of them); p.mu is held.
+func (p *provisioner) take(dirs []string) []*heldVolume {
+	var held []*heldVolume
+	for _, dir := range dirs {
+		h := p.vols[dir]
+		if h == nil {
+			continue
+		}
+		for _, d := range h.dirs {
+			delete(p.vols, d)
+		}
+		held = append(held, h)
+	}
+	return held
 }
 
 // ownDir gives dir to uid (unless -1) with mode 0700.
@@ -428,23 +494,26 @@ func (p *provisioner) close() {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for dir, h := range p.vols {
+	for _, h := range p.take(slices.Collect(maps.Keys(p.vols))) {
 		if err := h.v.Release(); err != nil {
-			p.rt.log.Warn("release volume", "dir", dir, "err", err)
+			p.rt.log.Warn("release volume", "dir", h.key, "err", err)
 		}
-		delete(p.vols, dir)
 	}
 	p.chats, p.mounted = map[string]*chatVolumes{}, 0
 }
 
 // MountedVolumes returns how many volumes this process holds mounted (a
-// chat's two while it is in use, each plugin's data directory), those
-// being unmounted included, and how many loop devices it knows bound to
-// the images it mounted.
+// chat's while it is in use, each plugin's data directory), those being
+// unmounted included, and how many loop devices it knows bound to the
+// images it mounted.
 func (rt *Runtime) MountedVolumes() (volumes, loops int) {
 	p := rt.provision
 	p.mu.Lock()
-	volumes = len(p.vols) + p.leaving
+	seen := map[*heldVolume]bool{}
+	for _, h := range p.vols {
+		seen[h] = true
+	}
+	volumes = len(seen) + p.leaving
 	p.mu.Unlock()
 	return volumes, p.mgr.Bound()
 }
@@ -466,7 +535,7 @@ func (rt *Runtime) Protections() []sandbox.Protection {
 	}
 	if rt.provision.volumes() {
 		ps = append(ps, sandbox.Protection{Name: "bounded directories", Active: true,
-			Detail: fmt.Sprintf("each chat's /app/shared and /app/uploads is a volume of %d MiB and %d files, each plugin's data directory one of %d MiB: writes past them fail while they happen",
+			Detail: fmt.Sprintf("each chat's /app/shared and /app/uploads are one volume of %d MiB and %d files, each plugin's data directory one of %d MiB: writes past them fail while they happen",
 				rt.cfg.SharedQuota>>20, rt.cfg.SharedInodes, rt.cfg.PluginDataQuota>>20)})
 	} else {
 		ps = append(ps, sandbox.Protection{Name: "bounded directories",

@@ -52,14 +52,16 @@ type Config struct {
 	// for this long, as the reference does after 30 minutes. Zero keeps
 	// the files (one-shot commands); nekro serve sets 30 minutes.
 	SharedIdle time.Duration
-	// SharedQuota bounds each of a chat's /app/shared and /app/uploads:
-	// each lives on a filesystem of this size, so a write past it fails
-	// with ENOSPC while the code writes (see package volume). Where
-	// volumes are unavailable, a run that leaves more in /app/shared gets
-	// it emptied afterwards, with a note. Default DefaultSharedQuota.
+	// SharedQuota bounds a chat's /app/shared and /app/uploads together:
+	// both live on one filesystem of this size, so a write past it fails
+	// with ENOSPC while the code writes (see package volume). (A chat an
+	// earlier version gave a filesystem each keeps them, each of this
+	// size.) Where volumes are unavailable, a run that leaves more in
+	// /app/shared gets it emptied afterwards, with a note. Default
+	// DefaultSharedQuota.
 	SharedQuota int64
-	// SharedInodes bounds the files and directories of each of those
-	// filesystems; default DefaultSharedInodes.
+	// SharedInodes bounds the files and directories of that filesystem;
+	// default DefaultSharedInodes.
 	SharedInodes int64
 	// PluginDataQuota bounds each plugin's data directory the same way;
 	// default DefaultPluginDataQuota.
@@ -112,8 +114,9 @@ const (
 	DefaultPluginDataQuota = 1 << 30
 )
 
-// DefaultMaxVolumes is Config.MaxVolumes' default: two volumes each of
-// 128 chats.
+// DefaultMaxVolumes is Config.MaxVolumes' default: 256 chats' volumes
+// (loop devices and filesystems; a chat's is bound at its two
+// directories, and a chat from an earlier version has two).
 const DefaultMaxVolumes = 256
 
 // DefaultSpareIdle is how long an unused warm sandbox waits for its

@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -130,8 +131,9 @@ print(open("/app/shared/late.txt").read())`)
 
 // Past MaxVolumes, the volumes of the least recently used chat not in use
 // go first; a chat in use keeps its own even when that exceeds the cap.
+// (A chat has one volume, bound at its two directories.)
 func TestVolumeCapUnmountsIdleChatsFirst(t *testing.T) {
-	rt := openVolumes(t, runtime.Config{VolumeIdle: time.Hour, MaxVolumes: 2})
+	rt := openVolumes(t, runtime.Config{VolumeIdle: time.Hour, MaxVolumes: 1})
 	runtime.SetVolumeGrace(rt.Runtime, 0)
 	runIn(t, rt, "chat-a", `pass`)
 	if !isMountPoint(sharedDir(rt, "chat-a")) {
@@ -197,5 +199,53 @@ func TestZygoteKeepsItsChatsVolumesMounted(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond) // two sweeps past the idle time
 	if !isMountPoint(sharedDir(rt, "zy")) {
 		t.Error("the chat's volumes were unmounted while its zygote had them")
+	}
+}
+
+// A new chat's two directories are one volume: one image and one
+// filesystem, bound at each, with one quota for both. Its sandbox sees
+// /app/shared writable and /app/uploads read-only, neither inside the
+// other; once the code has filled the quota, an upload to the chat is
+// refused as the disk being full.
+func TestNewChatsDirectoriesAreOneVolume(t *testing.T) {
+	rt := openVolumes(t, runtime.Config{SharedQuota: 16 << 20, VolumeIdle: time.Hour})
+	ctx := context.Background()
+	if _, err := files.SaveUpload(ctx, rt.Layout(), "chat-v", "photo.png", strings.NewReader("png")); err != nil {
+		t.Fatal(err)
+	}
+	out := runIn(t, rt, "chat-v", `
+import os
+open("/app/shared/note.txt", "w").write("x")
+try:
+    open("/app/uploads/mine.txt", "w")
+    print("uploads writable")
+except OSError as e:
+    print("uploads refused", e.errno)
+print(sorted(n for n in os.listdir("/app/shared") if not n.startswith(".")), sorted(os.listdir("/app/uploads")))
+try:
+    with open("/app/shared/big", "wb") as f:
+        for _ in range(32):
+            f.write(b"\0" * (1 << 20))
+    print("no quota")
+except OSError as e:
+    print("full", e.errno)`)
+	want := "uploads refused 30\n['note.txt'] ['photo.png']\nfull 28"
+	if out != want {
+		t.Errorf("the run printed\n%s\nwant\n%s", out, want)
+	}
+	shared, uploads := sharedDir(rt, "chat-v"), rt.Layout().UploadsDir("chat-v")
+	var a, b syscall.Stat_t
+	if syscall.Stat(shared, &a) != nil || syscall.Stat(uploads, &b) != nil || a.Dev != b.Dev || !isMountPoint(shared) {
+		t.Errorf("shared on device %d, uploads on %d (mounted %v): not one volume", a.Dev, b.Dev, isMountPoint(shared))
+	}
+	images := func(area string) []string {
+		imgs, _ := filepath.Glob(filepath.Join(rt.Layout().VolumesDir(), area, "[0-9a-f]*.img"))
+		return imgs
+	}
+	if len(images("chats")) != 1 || len(images("uploads")) != 0 || len(images("shared")) != 0 {
+		t.Errorf("images: chats %v, uploads %v, shared %v; want the chat's one", images("chats"), images("uploads"), images("shared"))
+	}
+	if _, err := files.SaveUpload(ctx, rt.Layout(), "chat-v", "more.bin", strings.NewReader(strings.Repeat("x", 1<<20))); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("an upload to a chat whose code filled its quota: %v, want ENOSPC", err)
 	}
 }

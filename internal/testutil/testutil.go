@@ -66,6 +66,21 @@ func MountVolumes(t testing.TB, data string) {
 		return
 	}
 	l := files.Layout{Root: data}
+	images, _ := filepath.Glob(filepath.Join(l.VolumesDir(), "chats", "*.img"))
+	for _, image := range images {
+		if strings.HasPrefix(filepath.Base(image), ".") {
+			continue // the empty image new ones are copied from
+		}
+		binds, err := volume.SplitBinds(image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := volume.NewManager().AcquireSplit(context.Background(), image, binds, volume.Spec{UID: -1})
+		if err != nil {
+			t.Fatalf("mount %s: %v", image, err)
+		}
+		t.Cleanup(func() { v.Release() })
+	}
 	for _, area := range []string{"uploads", "sandboxes", "plugins"} {
 		dirs, _ := filepath.Glob(filepath.Join(data, area, "*"))
 		for _, dir := range dirs {
