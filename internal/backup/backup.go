@@ -307,11 +307,7 @@ func mountVolumes(ctx context.Context, layout files.Layout) (release func(), err
 	}
 	// A chat's volume for both its directories, bound where its record
 	// says (beneath the data directory, or it is not the chat's).
-	images, _ := filepath.Glob(filepath.Join(layout.VolumesDir(), "chats", "*.img"))
-	for _, image := range images {
-		if strings.HasPrefix(filepath.Base(image), ".") {
-			continue // the empty image new ones are copied from
-		}
+	for _, image := range layout.ChatVolumeImages() {
 		binds, err := volume.SplitBinds(image)
 		if err != nil {
 			return release, err

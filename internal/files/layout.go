@@ -98,6 +98,13 @@ func (l Layout) ChatVolumeImage(containerKey string) string {
 	return filepath.Join(l.VolumesDir(), "chats", l.chatDirName("sandboxes", containerKey)+".img")
 }
 
+// ChatVolumeImages lists the chats' volume images (ChatVolumeImage),
+// without the empty image new ones are copied from.
+func (l Layout) ChatVolumeImages() []string {
+	images, _ := filepath.Glob(filepath.Join(l.VolumesDir(), "chats", "[^.]*.img"))
+	return images
+}
+
 // Database is the path of the embedded SQLite database.
 func (l Layout) Database() string { return filepath.Join(l.Root, "nekro.db") }
 

@@ -66,11 +66,7 @@ func MountVolumes(t testing.TB, data string) {
 		return
 	}
 	l := files.Layout{Root: data}
-	images, _ := filepath.Glob(filepath.Join(l.VolumesDir(), "chats", "*.img"))
-	for _, image := range images {
-		if strings.HasPrefix(filepath.Base(image), ".") {
-			continue // the empty image new ones are copied from
-		}
+	for _, image := range l.ChatVolumeImages() {
 		binds, err := volume.SplitBinds(image)
 		if err != nil {
 			t.Fatal(err)
