@@ -248,7 +248,11 @@ func (v *Volume) setUp(ctx context.Context, spec Spec) error {
 			if err := v.unmountAll(); err != nil {
 				return err
 			}
+			// And the image's root, if one was left mounted there.
 			at = v.image + ".mnt"
+			if err := unmount(at); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
 			defer os.Remove(at)
 		}
 		fresh := false // a copy of the template: empty, no lost+found
@@ -311,13 +315,9 @@ func (v *Volume) mountSplit(ctx context.Context, at string, fresh bool) (err err
 			return err
 		}
 	}
-	if err := unmount(at); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err // a mount a killed process left
-	}
 	if err := os.MkdirAll(at, 0o700); err != nil {
 		return err
 	}
-	defer os.Remove(at)
 	if err := v.m.mountImage(ctx, v.image, at, v.lock); err != nil {
 		return err
 	}
