@@ -98,8 +98,8 @@ type Volume struct {
 // Bind is a directory at the root of a split volume and where it is bound
 // (Manager.AcquireSplit).
 type Bind struct {
-	Dir        string // one path component, e.g. "uploads"
-	Mountpoint string
+	Dir        string `json:"dir"` // one path component, e.g. "uploads"
+	Mountpoint string `json:"mountpoint"`
 }
 
 // Path returns the mount point (a split volume's first bind's).
