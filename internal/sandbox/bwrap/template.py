@@ -642,6 +642,13 @@ def _child(box):
 # status there (a negative number for a signal).
 _RUNS = {}
 
+# The signal wake-up pipe (main): Python runs a signal's handler between
+# bytecodes, so a SIGCHLD that lands after the loop last looked and
+# before select sleeps would wait, unreaped, for the next request; and the
+# run's result with it (a run's status is what _reap sends). The signal
+# also writes to this pipe, which select watches.
+_WAKE = []
+
 
 def _reap(_signum, _frame):
     while True:
@@ -690,6 +697,9 @@ def _serve(ctl, own_pid_ns, msg, fds):
         pid = os.fork()
         if pid == 0:
             try:
+                signal.set_wakeup_fd(-1)
+                for fd in _WAKE:
+                    os.close(fd)
                 ctl.close()
                 reply.close()
                 _KEEP_PARENT.close()
@@ -748,15 +758,22 @@ def main():
     os.environ.clear()
     os.environ.update(CFG["env"])
     _prctl(PR_SET_DUMPABLE, 0)
+    _WAKE[:] = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(_WAKE[1], warn_on_full_buffer=False)
     signal.signal(signal.SIGCHLD, _reap)
     own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     ctl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, CTL_FD)
     ctl.sendall(b'{"ready": true}')
     while True:
         try:
-            ready, _, _ = select.select([ctl, _KEEP_PARENT], [], [])
+            ready, _, _ = select.select([ctl, _KEEP_PARENT, _WAKE[0]], [], [])
         except InterruptedError:
             continue
+        if _WAKE[0] in ready:
+            try:
+                os.read(_WAKE[0], 4096)  # the handler runs as this returns
+            except BlockingIOError:
+                pass
         if _KEEP_PARENT in ready:
             _kept_received()
         if ctl not in ready:

@@ -601,6 +601,12 @@ def _reap(_signum, _frame):
         os.close(w)
 
 
+# The signal wake-up pipe (main), as the template's: a SIGCHLD that lands
+# after the loop last looked and before it sleeps would otherwise leave a
+# spare's status unwritten until the host's next request.
+_WAKE = []
+
+
 def _fork_spare(ctl, own_pid_ns):
     """Forks a spare as pid 1 of a new PID namespace and returns its pid,
     its socket's host end and the status pipe's read end."""
@@ -612,8 +618,11 @@ def _fork_spare(ctl, own_pid_ns):
         pid = os.fork()
         if pid == 0:
             try:
+                signal.set_wakeup_fd(-1)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGCHLD])
+                for fd in _WAKE:
+                    os.close(fd)
                 ctl.close()
                 a.close()
                 os.close(status_r)
@@ -633,12 +642,26 @@ def _fork_spare(ctl, own_pid_ns):
 
 
 def main():
+    _WAKE[:] = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(_WAKE[1], warn_on_full_buffer=False)
     signal.signal(signal.SIGCHLD, _reap)
     own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     ctl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, CTL_FD)
     ctl.sendall(json.dumps({"ready": True}).encode())
     while True:
-        # Wait until the host asks for a spare ("f"), or leaves ("" = EOF).
+        # Wait until the host asks for a spare ("f"), or leaves ("" = EOF);
+        # a signal wakes the loop too, and its handler runs.
+        try:
+            ready, _, _ = select.select([ctl, _WAKE[0]], [], [])
+        except InterruptedError:
+            continue
+        if _WAKE[0] in ready:
+            try:
+                os.read(_WAKE[0], 4096)
+            except BlockingIOError:
+                pass
+        if ctl not in ready:
+            continue
         m = ctl.recv(64)
         if not m:
             os._exit(0)
