@@ -144,11 +144,15 @@ func (l Layout) EnsureSharedDir(chatKey string) (string, error) {
 	return l.ensureChatDir(Shared, chatKey, l.SharedDir(ContainerKey(chatKey)))
 }
 
-// ensureChatDir creates dir, the chat's directory of the given kind. Both
-// of the chat's directories are first renamed from where a previous
-// version named them after the key, if it did: one volume may hold both
-// (ChatVolumeImage), and making it makes both mount points.
+// ensureChatDir creates dir, the chat's directory of the given kind. When
+// dir is missing, both of the chat's directories are first renamed from
+// where a previous version named them after the key, if it did: one
+// volume may hold both (ChatVolumeImage), and making it makes both mount
+// points. (Once dir exists, that was done: it costs a run nothing.)
 func (l Layout) ensureChatDir(kind Area, chatKey, dir string) (string, error) {
+	if exists(dir) {
+		return l.provideChatDir(kind, chatKey, dir)
+	}
 	ck := ContainerKey(chatKey)
 	for _, d := range []struct{ legacy, dir string }{
 		{l.legacyUploadsDir(chatKey), l.UploadsDir(chatKey)},
@@ -164,6 +168,12 @@ func (l Layout) ensureChatDir(kind Area, chatKey, dir string) (string, error) {
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", fmt.Errorf("%s: %w", kind, err)
 	}
+	return l.provideChatDir(kind, chatKey, dir)
+}
+
+// provideChatDir has the existing dir provisioned, when a Provisioner is
+// set, and returns it.
+func (l Layout) provideChatDir(kind Area, chatKey, dir string) (string, error) {
 	if l.Provision != nil {
 		if err := l.Provision.ProvideChatDir(kind, chatKey, dir); err != nil {
 			return "", fmt.Errorf("%s of chat %q: %w", kind, chatKey, err)
